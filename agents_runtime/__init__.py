@@ -1,0 +1,1 @@
+"""Agents' runtime: the signed log, policies, decisions and agent actors."""

@@ -1,0 +1,183 @@
+"""RFC 8785 (JCS) canonical JSON, with exact decimals.
+
+Numbers are read as ``int`` or ``decimal.Decimal`` (never ``float``) so money
+survives a round trip exactly, and written in the RFC 8785 number form.
+
+Speed matters here: every record is canonicalised once when written and once
+when verified. orjson writes the same bytes as RFC 8785 for everything we feed
+it (no floats; integers within 2^53; Decimals become raw fragments) except the
+order of object keys outside ASCII: orjson sorts by code point, RFC 8785 by
+UTF-16 code unit. So any output that is not pure ASCII is redone by the
+reference ``rfc8785`` package. ``tests/agents_runtime/test_canonical.py`` holds
+the two byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import orjson
+import rfc8785
+
+from agents_runtime.errors import CanonicalError
+
+MAX_SAFE_INT = 2**53 - 1
+# Nesting deeper than this is refused when reading, so a hostile body cannot
+# exhaust the stack; records written by the service stay far below it.
+MAX_DEPTH = 64
+
+_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+
+
+def _number_text(value: Decimal) -> bytes:
+    if not value.is_finite():
+        raise CanonicalError("NaN and infinities cannot be written in RFC 8785")
+    if value == value.to_integral_value() and abs(value) <= MAX_SAFE_INT:
+        return str(int(value)).encode()
+    as_float = float(value)
+    if as_float in (float("inf"), float("-inf")):
+        raise CanonicalError(f"number out of range: {value}")
+    return rfc8785.dumps(as_float)
+
+
+def _default(value: object) -> orjson.Fragment:
+    if isinstance(value, Decimal):
+        return orjson.Fragment(_number_text(value))
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _for_reference(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        _number_text(value)  # range checks
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _for_reference(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_for_reference(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> bytes:
+    """Return the RFC 8785 canonical bytes of ``value``.
+
+    Raises CanonicalError for values RFC 8785 cannot write: floats (use
+    Decimal), integers beyond 2^53-1, NaN, infinities, lone surrogates.
+    """
+    try:
+        out = orjson.dumps(value, default=_default, option=_OPTS)
+    except orjson.JSONEncodeError as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, CanonicalError) else None
+        raise CanonicalError(str(cause or exc)) from exc
+    if out.isascii():
+        return out
+    try:
+        return rfc8785.dumps(_for_reference(value))
+    except rfc8785.CanonicalizationError as exc:
+        raise CanonicalError(str(exc)) from exc
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"duplicate key {key!r}")
+            seen.add(key)
+    return obj
+
+
+def _int(text: str) -> int:
+    value = int(text)
+    if abs(value) > MAX_SAFE_INT:
+        raise ValueError(f"integer out of range: {text}")
+    return value
+
+
+def _decimal(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation as exc:  # pragma: no cover - the JSON grammar prevents it
+        raise ValueError(f"bad number {text}") from exc
+    if float(value) in (float("inf"), float("-inf")):
+        raise ValueError(f"number out of range: {text}")
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not valid JSON")
+
+
+_decoder = json.JSONDecoder(
+    object_pairs_hook=_pairs, parse_int=_int, parse_float=_decimal, parse_constant=_constant
+)
+
+
+def _depth_ok(text: str) -> bool:
+    # Cheap upper bound first: most documents have few brackets at all.
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return True
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse strict JSON: no duplicate keys, no NaN or infinities, integers
+    within 2^53-1, no lone surrogates, nesting at most MAX_DEPTH. Numbers with
+    a fraction or exponent become Decimal."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    except UnicodeDecodeError as exc:
+        raise CanonicalError("not valid UTF-8") from exc
+    if not _depth_ok(text):
+        raise CanonicalError(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        value = _decoder.decode(text)
+    except _DuplicateKey as exc:
+        raise CanonicalError(str(exc)) from exc
+    except (ValueError, RecursionError) as exc:
+        raise CanonicalError("not valid JSON") from exc
+    # Lone surrogates can only arrive as \uD8xx escapes: valid UTF-8 has none.
+    if "\\ud" in text or "\\uD" in text:
+        _check_strings(value)
+    return value
+
+
+def _check_strings(value: Any) -> None:
+    # json accepts "\ud800"; RFC 8785 cannot write it, so refuse it on the way in.
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise CanonicalError("lone surrogate in string") from exc
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key)
+            _check_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_strings(item)

@@ -1,0 +1,104 @@
+"""Errors raised by agents_runtime.
+
+The tree::
+
+    GuardError
+    ├── CanonicalError (ValueError)        a value RFC 8785 cannot write, or a line that is not JSON
+    ├── PolicyError (ValueError)           a policy that breaks the schema; message names the key
+    ├── RequestError (ValueError)          a command argument that is out of range or malformed
+    ├── VerificationError                  a log record that fails verification (carries a Failure)
+    ├── KeyFileError                       a key file that is missing, malformed or too open
+    ├── LogWriteError (OSError)            a write or fsync of a log failed; the agent is fenced
+    └── AgentError                         a command refused by an agent, with an API code
+        ├── NotFound                       no such agent            (not_found)
+        ├── UnknownAction                  no such action           (unknown_action)
+        ├── InvalidState                   wrong state for the step (invalid_state)
+        ├── AlreadyTerminated              terminate twice          (already_terminated)
+        ├── Forbidden                      caller's role may not do this (forbidden)
+        ├── IdempotencyConflict            same key, other body     (idempotency_conflict)
+        ├── AgentExists                    agent ID taken           (agent_exists)
+        ├── ReadOnly                       no signing key           (read_only)
+        ├── Quarantined                    log failed verification  (quarantined)
+        └── AgentUnavailable               fenced after a write failure, or stopping (internal)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from agents_runtime.verify import Failure
+
+
+class GuardError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class CanonicalError(GuardError, ValueError):
+    pass
+
+
+class PolicyError(GuardError, ValueError):
+    pass
+
+
+class RequestError(GuardError, ValueError):
+    pass
+
+
+class KeyFileError(GuardError):
+    pass
+
+
+class LogWriteError(GuardError, OSError):
+    pass
+
+
+class VerificationError(GuardError):
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(f"line {failure.line} (seq {failure.seq}): {failure.reason}")
+        self.failure = failure
+
+
+class AgentError(GuardError):
+    code: ClassVar[str] = "internal"
+
+
+class NotFound(AgentError):
+    code = "not_found"
+
+
+class UnknownAction(AgentError):
+    code = "unknown_action"
+
+
+class InvalidState(AgentError):
+    code = "invalid_state"
+
+
+class AlreadyTerminated(AgentError):
+    code = "already_terminated"
+
+
+class Forbidden(AgentError):
+    code = "forbidden"
+
+
+class IdempotencyConflict(AgentError):
+    code = "idempotency_conflict"
+
+
+class AgentExists(AgentError):
+    code = "agent_exists"
+
+
+class ReadOnly(AgentError):
+    code = "read_only"
+
+
+class Quarantined(AgentError):
+    code = "quarantined"
+
+
+class AgentUnavailable(AgentError):
+    code = "internal"

@@ -1,0 +1,190 @@
+"""Signing keys, key files and agent tokens.
+
+Key files live in ``<data-dir>/keys``:
+
+- ``audit.key``: the Ed25519 seed (32 bytes) as 64 hex characters.
+- ``audit.pub``: the Ed25519 public key as 64 hex characters.
+- ``token.key``: 32 random bytes, the secret agent tokens are derived from.
+- ``admin.token``: 32 random bytes as unpadded base64url text.
+
+Each is created with ``O_CREAT | O_EXCL`` and mode 0600, never chmod-ed after
+writing, so there is no moment at which a secret is readable by others.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+from pathlib import Path
+
+import attrs
+import nacl.exceptions
+import nacl.signing
+
+from agents_runtime.errors import KeyFileError
+
+TOKEN_PREFIX = "agt_"
+TOKEN_CONTEXT = b"agent-token/v1:"
+
+
+class Signer:
+    """Holds the private key; the only object that can sign records."""
+
+    __slots__ = ("_key", "public_key")
+
+    def __init__(self, seed: bytes) -> None:
+        self._key = nacl.signing.SigningKey(seed)
+        self.public_key: bytes = bytes(self._key.verify_key)
+
+    def sign(self, message: bytes) -> bytes:
+        return self._key.sign(message).signature
+
+    @property
+    def public_key_hex(self) -> str:
+        return self.public_key.hex()
+
+    def __repr__(self) -> str:
+        return f"Signer(public_key={self.public_key_hex})"
+
+
+def check_signature(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """True when ``signature`` is ``public_key``'s signature of ``message``."""
+    try:
+        nacl.signing.VerifyKey(public_key).verify(message, signature)
+    except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError):
+        return False
+    return True
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def agent_token(token_key: bytes, agent_id: str) -> str:
+    mac = hmac.new(token_key, TOKEN_CONTEXT + agent_id.encode(), hashlib.sha256).digest()
+    return f"{TOKEN_PREFIX}{agent_id}.{b64url(mac)}"
+
+
+def token_agent_id(token: str) -> str | None:
+    """The agent ID a token claims to be for, or None if it is not agent-shaped."""
+    if not token.startswith(TOKEN_PREFIX) or "." not in token:
+        return None
+    agent_id = token[len(TOKEN_PREFIX) :].rpartition(".")[0]
+    return agent_id or None
+
+
+def agent_token_valid(token_key: bytes, token: str) -> bool:
+    agent_id = token_agent_id(token)
+    if agent_id is None:
+        return False
+    expected = agent_token(token_key, agent_id)
+    return hmac.compare_digest(expected.encode(), token.encode("utf-8", "surrogatepass"))
+
+
+@attrs.frozen
+class KeyRing:
+    """The keys of a data directory. ``signer`` is None in read-only mode."""
+
+    public_key: bytes
+    token_key: bytes
+    admin_token: str | None  # content of keys/admin.token, if present
+    signer: Signer | None = attrs.field(repr=False)
+
+    @property
+    def public_key_hex(self) -> str:
+        return self.public_key.hex()
+
+    @property
+    def read_only(self) -> bool:
+        return self.signer is None
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_secret(path: Path) -> bytes:
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise KeyFileError(f"{path} is missing") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise KeyFileError(
+            f"{path} is readable by group or others (mode {stat.S_IMODE(mode):04o}); "
+            f"fix it with: chmod 600 {path}"
+        )
+    return path.read_bytes()
+
+
+def _hex_key(path: Path, data: bytes) -> bytes:
+    try:
+        key = bytes.fromhex(data.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        key = b""
+    if len(key) != 32:
+        raise KeyFileError(f"{path} does not hold 64 hex characters")
+    return key
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def create_keys(keys_dir: Path) -> None:
+    """Create every missing key file. Only called while no log exists."""
+    keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    audit_key = keys_dir / "audit.key"
+    if not audit_key.exists():
+        seed = secrets.token_bytes(32)
+        _write_new(audit_key, seed.hex().encode() + b"\n")
+        public = bytes(nacl.signing.SigningKey(seed).verify_key)
+        (keys_dir / "audit.pub").unlink(missing_ok=True)
+        _write_new(keys_dir / "audit.pub", public.hex().encode() + b"\n")
+    if not (keys_dir / "token.key").exists():
+        _write_new(keys_dir / "token.key", secrets.token_bytes(32))
+    if not (keys_dir / "admin.token").exists():
+        _write_new(keys_dir / "admin.token", b64url(secrets.token_bytes(32)).encode() + b"\n")
+    fsync_dir(keys_dir)
+
+
+def load_keys(keys_dir: Path) -> KeyRing:
+    """Load the key files. Without audit.key the ring is read-only and the
+    public key comes from audit.pub."""
+    audit_key = keys_dir / "audit.key"
+    signer: Signer | None = None
+    if audit_key.exists():
+        signer = Signer(_hex_key(audit_key, _read_secret(audit_key)))
+        public = signer.public_key
+        pub_path = keys_dir / "audit.pub"
+        if pub_path.exists() and _hex_key(pub_path, pub_path.read_bytes()) != public:
+            raise KeyFileError(f"{pub_path} does not match {audit_key}")
+    else:
+        pub_path = keys_dir / "audit.pub"
+        if not pub_path.exists():
+            raise KeyFileError(
+                f"{audit_key} and {pub_path} are both missing: logs cannot be verified; "
+                "restore the keys from a backup"
+            )
+        public = _hex_key(pub_path, pub_path.read_bytes())
+    token_path = keys_dir / "token.key"
+    token_key = _read_secret(token_path)
+    if len(token_key) != 32:
+        raise KeyFileError(f"{token_path} must hold exactly 32 bytes")
+    admin_path = keys_dir / "admin.token"
+    admin = _read_secret(admin_path).decode("ascii").strip() if admin_path.exists() else None
+    return KeyRing(public_key=public, token_key=token_key, admin_token=admin, signer=signer)

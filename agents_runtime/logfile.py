@@ -1,0 +1,153 @@
+"""Log files on disk: reading with torn-tail detection, durable appends.
+
+An append is durable when ``append`` returns: the bytes were written in full
+and fsynced. A new log is written to a temporary file, fsynced, renamed into
+place and the directory fsynced, so a crash never leaves a half-created log.
+A crash in the middle of an append can leave a final line without its
+newline; ``split_log`` reports it as a torn tail when it does not parse, and
+``move_torn_tail`` moves it aside to ``<log>.torn``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+from agents_runtime import canonical
+from agents_runtime.errors import CanonicalError, LogWriteError
+from agents_runtime.keys import fsync_dir
+
+TMP_SUFFIX = ".tmp"
+TORN_SUFFIX = ".torn"
+
+
+@attrs.frozen
+class LogContents:
+    lines: list[bytes]  # complete lines, without newlines
+    torn_tail: bytes | None  # final bytes without newline that do not parse
+    missing_newline: bool  # the last line parses but its newline was never written
+    valid_length: int  # bytes of the file that are complete lines
+
+
+def split_log(data: bytes) -> LogContents:
+    if not data:
+        return LogContents([], None, False, 0)
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the data ends with a newline
+    if not tail:
+        return LogContents(lines, None, False, len(data))
+    try:
+        canonical.loads(tail)
+    except CanonicalError:
+        return LogContents(lines, tail, False, len(data) - len(tail))
+    lines.append(tail)
+    return LogContents(lines, None, True, len(data))
+
+
+def read_log(path: Path) -> LogContents:
+    return split_log(path.read_bytes())
+
+
+class FileIO:
+    """The system calls an append makes. Tests replace it to inject faults."""
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+
+DEFAULT_IO = FileIO()
+
+
+def _write_all(io: FileIO, fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = io.write(fd, view)
+        if written <= 0:
+            raise OSError("write made no progress")
+        view = view[written:]
+
+
+class LogFile:
+    """An open log, append-only. After a failed write or fsync it refuses
+    every further append: the kernel may have dropped the pages, so retrying
+    the fsync and then acknowledging would lie."""
+
+    def __init__(self, path: Path, fd: int, io: FileIO = DEFAULT_IO) -> None:
+        self.path = path
+        self._fd = fd
+        self._io = io
+        self.failed: BaseException | None = None
+
+    @classmethod
+    def create(cls, path: Path, data: bytes, io: FileIO = DEFAULT_IO) -> LogFile:
+        """Create ``path`` holding ``data`` durably; fails if it exists."""
+        tmp = path.with_name(path.name + TMP_SUFFIX)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            _write_all(io, fd, data)
+            io.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise LogWriteError(f"cannot create {path.name}: {exc}") from exc
+        os.close(fd)
+        try:
+            # link() fails if the target exists, unlike rename(): never clobber a log.
+            os.link(tmp, path)
+            tmp.unlink()
+            fsync_dir(path.parent)
+        except FileExistsError:
+            tmp.unlink(missing_ok=True)
+            raise
+        except OSError as exc:
+            raise LogWriteError(f"cannot create {path.name}: {exc}") from exc
+        return cls.open(path, io)
+
+    @classmethod
+    def open(cls, path: Path, io: FileIO = DEFAULT_IO) -> LogFile:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        return cls(path, fd, io)
+
+    def append(self, data: bytes) -> None:
+        """Write ``data`` (whole lines) and fsync it, or raise LogWriteError."""
+        if self.failed is not None:
+            raise LogWriteError(f"{self.path.name} refuses writes after an earlier failure")
+        try:
+            _write_all(self._io, self._fd, data)
+            self._io.fsync(self._fd)
+        except OSError as exc:
+            self.failed = exc
+            raise LogWriteError(f"append to {self.path.name} failed: {exc}") from exc
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def move_torn_tail(path: Path, contents: LogContents) -> None:
+    """Append the torn bytes to ``<path>.torn`` and cut them from the log;
+    add the newline a complete last line is missing."""
+    if contents.torn_tail is not None:
+        torn = path.with_name(path.name + TORN_SUFFIX)
+        fd = os.open(torn, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            _write_all(DEFAULT_IO, fd, contents.torn_tail)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(path.parent)
+        with path.open("r+b") as fh:
+            fh.truncate(contents.valid_length)
+            fh.flush()
+            os.fsync(fh.fileno())
+    elif contents.missing_newline:
+        with path.open("ab") as fh:
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,0 +1,226 @@
+"""Verification of a log: canonical form, hash chain, signatures, genesis,
+checkpoint. Verify-or-raise: ``ChainVerifier.feed`` returns the parsed record
+or raises VerificationError carrying the first Failure.
+
+Failure reasons are short fixed phrases (docs/log-format.md lists them all).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import nacl.exceptions
+import nacl.signing
+
+from agents_runtime import canonical
+from agents_runtime.errors import CanonicalError, VerificationError
+from agents_runtime.record import FORMAT, ZERO_HASH, Head, content_hash, signing_message
+
+NOT_JSON = "not valid JSON"
+MALFORMED = "record is malformed"
+NOT_CANONICAL = "not canonical JSON"
+HASH_MISMATCH = "hash does not match content"
+SEQ_ORDER = "seq out of order"
+PREV_MISMATCH = "prev does not match previous hash"
+BAD_SIGNATURE = "bad signature"
+BAD_GENESIS = "genesis is malformed"
+LOG_ID_MISMATCH = "log_id does not match"
+KEY_MISMATCH = "public key does not match"
+TRUNCATED = "truncated before checkpoint"
+CHECKPOINT_MISMATCH = "checkpoint hash mismatch"
+CHECKPOINT_OUTSIDE = "checkpoint is before the first record"
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX128 = re.compile(r"[0-9a-f]{128}")
+
+
+@attrs.frozen
+class Failure:
+    line: int  # 1-based line of the file or slice
+    seq: int | None  # seq of the bad record, when it could be read
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "seq": self.seq, "reason": self.reason}
+
+
+@attrs.frozen
+class Checkpoint:
+    seq: int
+    hash: str
+
+    @classmethod
+    def parse(cls, text: str) -> Checkpoint:
+        seq_text, sep, hash_hex = text.partition(":")
+        if not sep or not seq_text.isdigit() or not _HEX64.fullmatch(hash_hex):
+            raise ValueError(f"checkpoint must be <seq>:<64 hex characters>, not {text!r}")
+        return cls(int(seq_text), hash_hex)
+
+
+@attrs.frozen
+class Report:
+    ok: bool
+    records: int  # records that verified before the first failure
+    log_id: str | None
+    public_key: str | None  # hex key the signatures were checked against
+    key_trusted: bool  # the caller supplied that key and every signature matched it
+    head: Head | None
+    first_seq: int | None
+    failure: Failure | None
+    signatures_checked: bool
+    checkpoint_checked: bool
+
+    @property
+    def is_slice(self) -> bool:
+        return self.first_seq not in (None, 0)
+
+
+class ChainVerifier:
+    """Checks records one line at a time, keeping the chain's head."""
+
+    def __init__(
+        self,
+        *,
+        public_key: bytes | None = None,
+        log_id: str | None = None,
+        checkpoint: Checkpoint | None = None,
+    ) -> None:
+        self.trusted_key = public_key
+        self.expected_log_id = log_id
+        self.checkpoint = checkpoint
+        self.log_id: str | None = None
+        self.head: Head | None = None
+        self.first_seq: int | None = None
+        self.count = 0
+        self.checkpoint_seen = False
+        self._verify_key = nacl.signing.VerifyKey(public_key) if public_key else None
+        self._key_hex = public_key.hex() if public_key else None
+
+    @property
+    def public_key_hex(self) -> str | None:
+        return self._key_hex
+
+    def _fail(self, reason: str, seq: int | None) -> VerificationError:
+        return VerificationError(Failure(self.count + 1, seq, reason))
+
+    def feed(self, line: bytes) -> dict[str, Any]:
+        """Verify the next line (without its newline); return the record."""
+        try:
+            record = canonical.loads(line)
+        except CanonicalError:
+            raise self._fail(NOT_JSON, None) from None
+        if not isinstance(record, dict):
+            raise self._fail(MALFORMED, None)
+        seq = record.get("seq")
+        if type(seq) is not int or seq < 0:
+            raise self._fail(MALFORMED, None)
+        prev, digest, sig = record.get("prev"), record.get("hash"), record.get("sig")
+        if not (
+            isinstance(record.get("kind"), str)
+            and isinstance(record.get("ts"), str)
+            and isinstance(prev, str)
+            and _HEX64.fullmatch(prev)
+            and isinstance(digest, str)
+            and _HEX64.fullmatch(digest)
+            and isinstance(sig, str)
+            and _HEX128.fullmatch(sig)
+        ):
+            raise self._fail(MALFORMED, seq)
+        try:
+            if canonical.dumps(record) != line:
+                raise self._fail(NOT_CANONICAL, seq)
+        except CanonicalError:
+            raise self._fail(NOT_CANONICAL, seq) from None
+        if content_hash(record) != digest:
+            raise self._fail(HASH_MISMATCH, seq)
+        head = self.head
+        if head is None:
+            if seq == 0 and prev != ZERO_HASH:
+                raise self._fail(PREV_MISMATCH, seq)
+            self.first_seq = seq
+        else:
+            if seq != head.seq + 1:
+                raise self._fail(SEQ_ORDER, seq)
+            if prev != head.hash:
+                raise self._fail(PREV_MISMATCH, seq)
+        if seq == 0:
+            self._genesis(record)
+        elif record["kind"] == "genesis":
+            raise self._fail(BAD_GENESIS, seq)
+        if self._verify_key is not None:
+            try:
+                self._verify_key.verify(signing_message(digest), bytes.fromhex(sig))
+            except (nacl.exceptions.BadSignatureError, ValueError):
+                raise self._fail(BAD_SIGNATURE, seq) from None
+        if self.checkpoint is not None and seq == self.checkpoint.seq:
+            if digest != self.checkpoint.hash:
+                raise self._fail(CHECKPOINT_MISMATCH, seq)
+            self.checkpoint_seen = True
+        self.head = Head(seq, digest)
+        self.count += 1
+        return record
+
+    def _genesis(self, record: dict[str, Any]) -> None:
+        log_id, key_hex = record.get("log_id"), record.get("public_key")
+        if not (
+            record["kind"] == "genesis"
+            and record.get("format") == FORMAT
+            and isinstance(log_id, str)
+            and isinstance(key_hex, str)
+            and _HEX64.fullmatch(key_hex)
+        ):
+            raise self._fail(BAD_GENESIS, 0)
+        if self.expected_log_id is not None and log_id != self.expected_log_id:
+            raise self._fail(LOG_ID_MISMATCH, 0)
+        if self.trusted_key is not None:
+            if key_hex != self.trusted_key.hex():
+                raise self._fail(KEY_MISMATCH, 0)
+        else:
+            self._verify_key = nacl.signing.VerifyKey(bytes.fromhex(key_hex))
+            self._key_hex = key_hex
+        self.log_id = log_id
+
+    def finish(self) -> None:
+        """Checks that need the whole log: the checkpoint must have been reached."""
+        if self.checkpoint is None or self.checkpoint_seen:
+            return
+        first = self.first_seq
+        if first is not None and self.checkpoint.seq < first:
+            raise VerificationError(Failure(1, first, CHECKPOINT_OUTSIDE))
+        raise VerificationError(Failure(self.count + 1, self.checkpoint.seq, TRUNCATED))
+
+    def report(self, failure: Failure | None) -> Report:
+        signatures = self._verify_key is not None
+        return Report(
+            ok=failure is None,
+            records=self.count,
+            log_id=self.log_id if self.log_id is not None else self.expected_log_id,
+            public_key=self._key_hex,
+            key_trusted=failure is None and self.trusted_key is not None,
+            head=self.head,
+            first_seq=self.first_seq,
+            failure=failure,
+            signatures_checked=signatures,
+            checkpoint_checked=self.checkpoint is not None and failure is None,
+        )
+
+
+def verify_lines(
+    lines: Iterable[bytes],
+    *,
+    public_key: bytes | None = None,
+    log_id: str | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> Report:
+    """Verify whole lines (without newlines) and report the first failure."""
+    verifier = ChainVerifier(public_key=public_key, log_id=log_id, checkpoint=checkpoint)
+    try:
+        for line in lines:
+            verifier.feed(line)
+        verifier.finish()
+    except VerificationError as exc:
+        return verifier.report(exc.failure)
+    return verifier.report(None)
