@@ -1,7 +1,7 @@
 """The data directory: where keys and agent logs live.
 
-    <data-dir>/keys/audit.key   audit.pub   token.key   admin.token
-    <data-dir>/agents/<agent_id>.jsonl
+<data-dir>/keys/audit.key   audit.pub   token.key   admin.token
+<data-dir>/agents/<agent_id>.jsonl
 """
 
 from __future__ import annotations

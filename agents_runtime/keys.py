@@ -27,7 +27,7 @@ import nacl.signing
 
 from agents_runtime.errors import KeyFileError
 
-TOKEN_PREFIX = "agt_"
+TOKEN_PREFIX = "agt_"  # noqa: S105 - a prefix, not a secret
 TOKEN_CONTEXT = b"agent-token/v1:"
 
 

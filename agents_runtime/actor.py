@@ -1,0 +1,280 @@
+"""The agent actor: one asyncio task per agent, owning its state, its log file
+and its signer. Callers hold an ``AgentRef`` and ``ask`` it; commands go
+through a bounded mailbox, so all changes to one agent are serialized with no
+lock, and agents never wait for each other.
+
+Group commit: the actor takes every command waiting in its mailbox, runs them
+in order (each one's records sealed and applied at once, so the next command
+sees them), writes all their records with one write and one fsync, and only
+then answers every caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from agents_runtime import canonical
+from agents_runtime import commands as c
+from agents_runtime.agent import HANDLERS
+from agents_runtime.errors import (
+    AgentError,
+    AgentUnavailable,
+    LogWriteError,
+    ReadOnly,
+    UnknownAction,
+)
+from agents_runtime.keys import Signer
+from agents_runtime.logfile import LogFile
+from agents_runtime.record import Head, seal, timestamp
+from agents_runtime.replay import load_log
+from agents_runtime.state import PENDING, AgentState, apply, parse_ts
+
+log = logging.getLogger("agents_runtime.actor")
+
+MAILBOX_SIZE = 1024
+MAX_BATCH = 256
+
+Clock = Callable[[], float]
+
+
+def wall_clock() -> float:
+    return datetime.now(UTC).timestamp()
+
+
+@attrs.frozen
+class LogView:
+    """Where the committed records of an agent's log are: the first ``length``
+    bytes of ``path``; the file beyond that may hold a write in progress."""
+
+    path: Path
+    length: int
+    head: Head
+
+
+class Committer:
+    """Writes and fsyncs a batch. Runs the blocking calls on a small thread
+    pool, so a slow disk delays only the agents writing to it, not the loop."""
+
+    def __init__(self, threads: int = 4, *, inline: bool = False) -> None:
+        self.inline = inline
+        self._pool = None if inline else ThreadPoolExecutor(threads, "guard-commit")
+
+    async def append(self, logfile: LogFile, data: bytes) -> None:
+        if self._pool is None:
+            logfile.append(data)
+        else:
+            await asyncio.get_running_loop().run_in_executor(self._pool, logfile.append, data)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+class _Stop:
+    pass
+
+
+_STOP = _Stop()
+
+
+class AgentRef:
+    """The handle routes hold. ``ask`` sends a command and awaits the reply."""
+
+    __slots__ = ("_actor", "agent_id")
+
+    def __init__(self, actor: AgentActor) -> None:
+        self._actor = actor
+        self.agent_id = actor.state.agent_id
+
+    async def ask(self, command: c.Command) -> Any:
+        actor = self._actor
+        if actor.stopping or (actor.task is not None and actor.task.done()):
+            raise AgentUnavailable("guardd is shutting down")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await actor.mailbox.put((command, future))
+        return await future
+
+
+class AgentActor:
+    def __init__(
+        self,
+        state: AgentState,
+        *,
+        logfile: LogFile | None,
+        signer: Signer | None,
+        committed_length: int,
+        committer: Committer,
+        public_key: bytes,
+        clock: Clock = wall_clock,
+    ) -> None:
+        self.state = state
+        self.logfile = logfile
+        self.signer = signer
+        self.committed_length = committed_length
+        self.committer = committer
+        self.public_key = public_key
+        self.clock = clock
+        self.mailbox: asyncio.Queue[tuple[Any, asyncio.Future[Any] | None]] = asyncio.Queue(
+            MAILBOX_SIZE
+        )
+        self.stopping = False
+        self.fenced: str | None = None
+        self._buffer: list[bytes] = []
+        self._ts = ""
+        self._watchers: dict[str, list[asyncio.Future[None]]] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.ref = AgentRef(self)
+
+    # -- records -------------------------------------------------------------
+
+    def _emit(self, fields: dict[str, Any]) -> None:
+        assert self.signer is not None
+        sealed = seal(fields, prev=self.state.head, ts=self._ts, signer=self.signer)
+        # Apply what will be on disk, parsed back from its bytes, exactly as replay does.
+        apply(self.state, canonical.loads(sealed.line[:-1]))
+        self._buffer.append(sealed.line)
+
+    def _tick(self) -> float:
+        now = self.clock()
+        if self.state.last_ts:
+            now = max(now, parse_ts(self.state.last_ts))  # ts never goes backwards
+        self._ts = timestamp(datetime.fromtimestamp(now, UTC))
+        return parse_ts(self._ts)
+
+    # -- commands ------------------------------------------------------------
+
+    def _handle(self, command: Any) -> Any:
+        if isinstance(command, c.WatchAction):
+            return self._watch(command.action_id)
+        if isinstance(command, c.GetLogView):
+            return LogView(self.state_path, self.committed_length, self.state.head)
+        if isinstance(command, c.WRITES):
+            if self.signer is None:
+                raise ReadOnly("guardd has no signing key (keys/audit.key): logs are read-only")
+            if self.fenced is not None:
+                raise AgentUnavailable(self.fenced)
+        handler = HANDLERS[type(command)]
+        return handler(self.state, self._emit, command, self._tick())
+
+    @property
+    def state_path(self) -> Path:
+        assert self.logfile is not None
+        return self.logfile.path
+
+    def _watch(self, action_id: str) -> asyncio.Future[None]:
+        action = self.state.actions.get(action_id)
+        if action is None:
+            raise UnknownAction(f"no action {action_id} for agent {self.state.agent_id}")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if action.status != PENDING:
+            future.set_result(None)
+            return future
+        waiting = [f for f in self._watchers.get(action_id, []) if not f.done()]
+        waiting.append(future)
+        self._watchers[action_id] = waiting
+        return future
+
+    def _wake_watchers(self) -> None:
+        actions = self.state.actions
+        done = [a for a in self._watchers if a not in actions or actions[a].status != PENDING]
+        for action_id in done:
+            for future in self._watchers.pop(action_id):
+                if not future.done():
+                    future.set_result(None)
+
+    # -- the loop ------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            while True:
+                item = await self.mailbox.get()
+                batch = [item]
+                while len(batch) < MAX_BATCH and not self.mailbox.empty():
+                    batch.append(self.mailbox.get_nowait())
+                try:
+                    if await self._run_batch(batch):
+                        break
+                except BaseException:
+                    for _, future in batch:
+                        if future is not None and not future.done():
+                            future.set_exception(AgentUnavailable("agent stopped unexpectedly"))
+                    raise
+        finally:
+            self._fail_waiting(AgentUnavailable("guardd is shutting down"))
+            if self.logfile is not None:
+                self.logfile.close()
+
+    async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
+        replies: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        stop = False
+        for command, future in batch:
+            if isinstance(command, _Stop):
+                stop = True
+                continue
+            assert future is not None
+            try:
+                replies.append((future, self._handle(command), None))
+            except AgentError as exc:
+                replies.append((future, None, exc))
+            except Exception as exc:
+                log.exception("agent %s: command %r failed", self.state.agent_id, command)
+                replies.append((future, None, exc))
+        if self._buffer:
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            try:
+                assert self.logfile is not None
+                await self.committer.append(self.logfile, data)
+            except LogWriteError as exc:
+                self._fence(exc)
+                failure = AgentUnavailable(self.fenced or "log write failed")
+                replies = [(f, None, failure) for f, _, _ in replies]
+            else:
+                self.committed_length += len(data)
+        for future, result, error in replies:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+        self._wake_watchers()
+        return stop
+
+    def _fence(self, exc: LogWriteError) -> None:
+        log.error("agent %s: %s; refusing writes until restart", self.state.agent_id, exc)
+        self.fenced = (
+            f"writing the log of agent {self.state.agent_id} failed; "
+            "it accepts no writes until guardd is restarted"
+        )
+        # The state ran ahead of the file: rebuild it from what was committed.
+        loaded = load_log(
+            self.state_path, self.state.agent_id, self.public_key, length=self.committed_length
+        )
+        if loaded.state is not None:
+            self.state = loaded.state
+
+    def _fail_waiting(self, error: AgentError) -> None:
+        self.stopping = True
+        while not self.mailbox.empty():
+            _, future = self.mailbox.get_nowait()
+            if future is not None and not future.done():
+                future.set_exception(error)
+        for waiting in self._watchers.values():
+            for future in waiting:
+                if not future.done():
+                    future.cancel()
+        self._watchers.clear()
+
+    async def stop(self) -> None:
+        """Finish what is in the mailbox, then end the task."""
+        self.stopping = True
+        await self.mailbox.put((_STOP, None))

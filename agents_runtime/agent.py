@@ -1,0 +1,251 @@
+"""What an agent does with each command: the behaviour, apart from the actor.
+
+Each handler checks the command against the state, then ``emit``s records.
+``emit`` seals a record, applies it to the state and queues it for the next
+group commit, so a handler that emits several records sees the effect of each
+before writing the next. The reply is sent by the actor once every record is
+on disk. Handlers do no I/O and read no clock (``now`` is the ``ts`` of the
+records they write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agents_runtime import commands as c
+from agents_runtime.canonical import dumps
+from agents_runtime.checks import Verdict, decide
+from agents_runtime.errors import (
+    AlreadyTerminated,
+    Forbidden,
+    IdempotencyConflict,
+    InvalidState,
+    UnknownAction,
+)
+from agents_runtime.money import ZERO
+from agents_runtime.policy import policy_json
+from agents_runtime.state import (
+    ALLOWED,
+    PENDING,
+    Action,
+    AgentState,
+    action_json,
+    pending_json,
+    status_json,
+)
+
+Emit = Callable[[dict[str, Any]], None]
+SYSTEM = "system"
+OPERATOR = "operator"
+OUTCOME_SCARS = {"success": None, "failure": "minor", "harmful": "severe"}
+
+
+def _action(state: AgentState, action_id: str) -> Action:
+    action = state.actions.get(action_id)
+    if action is None:
+        raise UnknownAction(f"no action {action_id} for agent {state.agent_id}")
+    return action
+
+
+def _pending(state: AgentState, action_id: str) -> Action:
+    action = _action(state, action_id)
+    if action.status != PENDING:
+        raise InvalidState(f"action {action_id} is {action.status}, not pending_approval")
+    return action
+
+
+def add_scar(
+    state: AgentState,
+    emit: Emit,
+    severity: str,
+    reason: str,
+    action_id: str | None,
+    by: str,
+) -> None:
+    fields: dict[str, Any] = {"kind": "scar", "severity": severity, "reason": reason, "by": by}
+    if action_id is not None:
+        fields["action_id"] = action_id
+    emit(fields)
+    _terminate_if_due(state, emit, fatal=severity == "fatal")
+
+
+def _terminate_if_due(state: AgentState, emit: Emit, *, fatal: bool = False) -> None:
+    if not state.alive or state.policy is None:
+        return
+    if fatal:
+        emit({"kind": "terminated", "reason": "fatal_scar", "by": SYSTEM})
+    elif state.scar_score >= state.policy.scar_limit:
+        emit({"kind": "terminated", "reason": "scar_limit", "by": SYSTEM})
+
+
+def conclude(
+    state: AgentState,
+    emit: Emit,
+    action_id: str,
+    verdict: Verdict,
+    *,
+    approver: str | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """Write the decision records for a verdict; return the decision object."""
+    if verdict.decision == ALLOWED:
+        fields: dict[str, Any] = {
+            "kind": "action_allowed",
+            "action_id": action_id,
+            "cost": verdict.charge,
+            "remaining": state.remaining - verdict.charge,
+        }
+        if approver is not None:
+            fields["approved_by"] = approver
+            if note is not None:
+                fields["note"] = note
+        emit(fields)
+        decision = {
+            "decision": ALLOWED,
+            "action_id": action_id,
+            "cost": verdict.charge,
+            "remaining": state.remaining,
+        }
+        if verdict.charge > ZERO and state.remaining == ZERO and state.alive:
+            emit({"kind": "terminated", "reason": "budget_exhausted", "by": SYSTEM})
+        return decision
+    if verdict.decision == PENDING:
+        emit({"kind": "approval_required", "action_id": action_id, "cost": verdict.charge})
+        return {"decision": PENDING, "action_id": action_id}
+    reason = verdict.reason or {}
+    denied: dict[str, Any] = {"kind": "action_denied", "action_id": action_id, "reason": reason}
+    if approver is not None:
+        denied["by"] = approver
+    emit(denied)
+    if verdict.scar is not None:
+        add_scar(state, emit, verdict.scar, f"denied: {reason['code']}", action_id, SYSTEM)
+    return {"decision": "denied", "action_id": action_id, "reason": reason}
+
+
+def _same_request(action: Action, cmd: c.RequestAction) -> bool:
+    first = {"tool": action.tool, "input": action.input, "cost": action.requested_cost}
+    again = {"tool": cmd.tool, "input": cmd.input, "cost": cmd.cost}
+    return dumps(first) == dumps(again)
+
+
+def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: float) -> Any:
+    if cmd.idempotency_key is not None:
+        earlier = state.idempotency.get(cmd.idempotency_key)
+        if earlier is not None:
+            action = state.actions[earlier]
+            if not _same_request(action, cmd):
+                raise IdempotencyConflict(
+                    f"Idempotency-Key was first used for {earlier} with a different body"
+                )
+            return action.first_decision
+    action_id = state.next_action_id
+    verdict = decide(state, cmd.tool, cmd.cost, now)
+    fields: dict[str, Any] = {
+        "kind": "action_requested",
+        "action_id": action_id,
+        "tool": cmd.tool,
+        "input": cmd.input,
+        "requested_cost": cmd.cost,
+        "cost": verdict.charge,
+    }
+    if cmd.idempotency_key is not None:
+        fields["idempotency_key"] = cmd.idempotency_key
+    emit(fields)
+    return conclude(state, emit, action_id, verdict)
+
+
+def approve(state: AgentState, emit: Emit, cmd: c.Approve, now: float) -> Any:
+    action = _pending(state, cmd.action_id)
+    verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
+    return conclude(state, emit, action.action_id, verdict, approver=cmd.approver, note=cmd.note)
+
+
+def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
+    action = _pending(state, cmd.action_id)
+    emit(
+        {
+            "kind": "action_rejected",
+            "action_id": action.action_id,
+            "by": cmd.approver,
+            "reason": cmd.reason,
+            "scar": cmd.scar,
+        }
+    )
+    if cmd.scar is not None:
+        add_scar(state, emit, cmd.scar, cmd.reason, action.action_id, cmd.approver)
+    return {"decision": "denied", "action_id": action.action_id, "reason": action.reason}
+
+
+def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: float) -> Any:
+    if cmd.outcome == "harmful" and cmd.role != c.ADMIN:
+        raise Forbidden("only the admin token may report a harmful outcome")
+    action = _action(state, cmd.action_id)
+    if action.status != ALLOWED:
+        if action.outcome is not None:
+            raise InvalidState(f"action {action.action_id} already has outcome {action.outcome}")
+        raise InvalidState(f"action {action.action_id} is {action.status}, not allowed")
+    fields: dict[str, Any] = {
+        "kind": "outcome",
+        "action_id": action.action_id,
+        "outcome": cmd.outcome,
+        "by": cmd.role,
+    }
+    if cmd.detail is not None:
+        fields["detail"] = cmd.detail
+    emit(fields)
+    severity = OUTCOME_SCARS[cmd.outcome]
+    if severity is not None:
+        reason = f"outcome: {cmd.outcome}" + (f": {cmd.detail}" if cmd.detail else "")
+        add_scar(state, emit, severity, reason, action.action_id, SYSTEM)
+    return status_json(state)
+
+
+def scar(state: AgentState, emit: Emit, cmd: c.AddScar, now: float) -> Any:
+    if cmd.action_id is not None:
+        _action(state, cmd.action_id)
+    add_scar(state, emit, cmd.severity, cmd.reason, cmd.action_id, OPERATOR)
+    return status_json(state)
+
+
+def terminate(state: AgentState, emit: Emit, cmd: c.Terminate, now: float) -> Any:
+    if not state.alive:
+        raise AlreadyTerminated(
+            f"agent {state.agent_id} is already terminated ({state.termination_reason})"
+        )
+    emit({"kind": "terminated", "reason": cmd.reason, "by": cmd.by})
+    return status_json(state)
+
+
+def set_policy(state: AgentState, emit: Emit, cmd: c.SetPolicy, now: float) -> Any:
+    if not state.alive:
+        raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
+    emit({"kind": "policy", "policy": policy_json(cmd.policy)})
+    _terminate_if_due(state, emit)
+    return status_json(state)
+
+
+def get_status(state: AgentState, emit: Emit, cmd: c.GetStatus, now: float) -> Any:
+    return status_json(state)
+
+
+def get_action(state: AgentState, emit: Emit, cmd: c.GetAction, now: float) -> Any:
+    return action_json(_action(state, cmd.action_id))
+
+
+def list_pending(state: AgentState, emit: Emit, cmd: c.ListPending, now: float) -> Any:
+    return {"pending": [pending_json(a) for a in state.pending.values()]}
+
+
+HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {
+    c.RequestAction: request_action,
+    c.Approve: approve,
+    c.Reject: reject,
+    c.ReportOutcome: report_outcome,
+    c.AddScar: scar,
+    c.Terminate: terminate,
+    c.SetPolicy: set_policy,
+    c.GetStatus: get_status,
+    c.GetAction: get_action,
+    c.ListPending: list_pending,
+}

@@ -1,0 +1,107 @@
+"""Commands an agent actor accepts. Frozen, validated by the edge (guardd)
+before they are built; the actor trusts their types."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from agents_runtime.policy import Policy
+
+ADMIN = "admin"
+AGENT = "agent"
+
+
+@attrs.frozen
+class RequestAction:
+    tool: str
+    input: Any = None
+    cost: Decimal | None = None
+    idempotency_key: str | None = None
+
+
+@attrs.frozen
+class GetStatus:
+    pass
+
+
+@attrs.frozen
+class GetAction:
+    action_id: str
+
+
+@attrs.frozen
+class WatchAction:
+    """Reply: a future that completes when the action leaves pending_approval."""
+
+    action_id: str
+
+
+@attrs.frozen
+class ListPending:
+    pass
+
+
+@attrs.frozen
+class Approve:
+    action_id: str
+    approver: str
+    note: str | None = None
+
+
+@attrs.frozen
+class Reject:
+    action_id: str
+    approver: str
+    reason: str
+    scar: str | None = None
+
+
+@attrs.frozen
+class ReportOutcome:
+    action_id: str
+    outcome: str  # success, failure, harmful
+    role: str  # ADMIN or AGENT
+    detail: str | None = None
+
+
+@attrs.frozen
+class AddScar:
+    severity: str
+    reason: str
+    action_id: str | None = None
+
+
+@attrs.frozen
+class Terminate:
+    reason: str
+    by: str
+
+
+@attrs.frozen
+class SetPolicy:
+    policy: Policy
+
+
+@attrs.frozen
+class GetLogView:
+    """Reply: what a reader needs to read committed records off disk."""
+
+
+Command = (
+    RequestAction
+    | GetStatus
+    | GetAction
+    | WatchAction
+    | ListPending
+    | Approve
+    | Reject
+    | ReportOutcome
+    | AddScar
+    | Terminate
+    | SetPolicy
+    | GetLogView
+)
+WRITES = (RequestAction, Approve, Reject, ReportOutcome, AddScar, Terminate, SetPolicy)

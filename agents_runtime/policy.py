@@ -1,0 +1,166 @@
+"""The policy model (DECISIONS.md section 1) and its strict parser.
+
+Unknown keys, wrong types, negative numbers, NaN and infinities are refused
+with one message naming the key path, e.g.
+``$.tools.search.requires_aproval: unknown key``: a typo must never be
+silently ignored.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, NewType
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+
+from agents_runtime.errors import PolicyError
+from agents_runtime.money import ZERO, Money, positive, to_money
+
+PositiveNumber = NewType("PositiveNumber", Decimal)
+PositiveInt = NewType("PositiveInt", int)
+ToolName = NewType("ToolName", str)
+
+MAX_TOOL_NAME = 128
+
+
+@attrs.frozen
+class ToolRule:
+    cost: Money = ZERO
+    requires_approval: bool = False
+    max_calls: PositiveInt | None = None
+
+
+@attrs.frozen
+class RateLimit:
+    max_actions: PositiveInt
+    window_secs: PositiveNumber
+
+
+@attrs.frozen
+class Policy:
+    budget: Money
+    scar_limit: PositiveNumber
+    tools: dict[ToolName, ToolRule]
+    default: ToolRule | None = None
+    rate_limit: RateLimit | None = None
+
+    def rule_for(self, tool: str) -> ToolRule | None:
+        rule = self.tools.get(ToolName(tool))
+        return rule if rule is not None else self.default
+
+
+def _strict_int(value: Any, _: Any) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    raise ValueError("must be an integer")
+
+
+def _positive_int(value: Any, _: Any) -> PositiveInt:
+    number = _strict_int(value, None)
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return PositiveInt(number)
+
+
+def _bool(value: Any, _: Any) -> bool:
+    if type(value) is bool:
+        return value
+    raise ValueError("must be true or false")
+
+
+def _tool_name(value: Any, _: Any) -> ToolName:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_TOOL_NAME:
+        raise ValueError(f"tool names must be 1 to {MAX_TOOL_NAME} characters")
+    return ToolName(value)
+
+
+def _tools(value: Any, _: Any) -> dict[ToolName, ToolRule]:
+    if not isinstance(value, dict):
+        raise ValueError("must be an object")
+    result: dict[ToolName, ToolRule] = {}
+    errors: list[Exception] = []
+    for name, rule in value.items():
+        try:
+            result[_tool_name(name, None)] = _converter.structure(rule, ToolRule)
+        except Exception as exc:  # collected, re-raised below with its path
+            exc.__notes__ = [*getattr(exc, "__notes__", []), f"@key {name}"]
+            errors.append(exc)
+    if errors:
+        raise ExceptionGroup("invalid tools", errors)
+    return result
+
+
+def _rule_dict(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("must be an object")
+    return value
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+_converter.register_structure_hook(Money, lambda v, _: to_money(v))
+_converter.register_structure_hook(PositiveNumber, lambda v, _: PositiveNumber(positive(v)))
+_converter.register_structure_hook(PositiveInt, _positive_int)
+_converter.register_structure_hook(bool, _bool)
+_converter.register_structure_hook_func(lambda t: t == dict[ToolName, ToolRule], _tools)
+for _cls in (ToolRule, RateLimit, Policy):
+    _hook = _converter.gen_structure_attrs_fromdict(_cls)
+    _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_rule_dict(v), t))
+
+
+def _messages(exc: BaseException, path: str) -> list[str]:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return [f"{path}.{key}: unknown key" for key in sorted(exc.extra_fields)]
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[str] = []
+        for sub in exc.exceptions:
+            sub_path = path
+            for note in getattr(sub, "__notes__", []):
+                name = getattr(note, "name", None)
+                if name is not None:
+                    sub_path = f"{path}.{name}"
+                elif isinstance(note, str) and note.startswith("@key "):
+                    sub_path = f"{path}.{note[5:]}"
+            if isinstance(sub, KeyError) and not isinstance(sub, BaseExceptionGroup):
+                out.append(f"{sub_path}: required key missing")
+            else:
+                out.extend(_messages(sub, sub_path))
+        return out
+    if isinstance(exc, ValueError | TypeError):
+        text = str(exc.args[0]) if exc.args else "invalid value"
+        return [f"{path}: {text}"]
+    return [f"{path}: invalid value"]
+
+
+def parse_policy(value: Any) -> Policy:
+    """Structure a JSON policy strictly, or raise PolicyError naming the key."""
+    try:
+        return _converter.structure(value, Policy)
+    except (ClassValidationError, ValueError, TypeError, ExceptionGroup) as exc:
+        messages = _messages(exc, "$")
+        raise PolicyError("; ".join(messages) or "invalid policy") from None
+
+
+def policy_json(policy: Policy) -> dict[str, Any]:
+    """The whole policy, defaults filled in, as written into the log."""
+
+    def rule(r: ToolRule) -> dict[str, Any]:
+        return {"cost": r.cost, "requires_approval": r.requires_approval, "max_calls": r.max_calls}
+
+    return {
+        "budget": policy.budget,
+        "scar_limit": policy.scar_limit,
+        "tools": {name: rule(r) for name, r in policy.tools.items()},
+        "default": rule(policy.default) if policy.default is not None else None,
+        "rate_limit": (
+            {
+                "max_actions": policy.rate_limit.max_actions,
+                "window_secs": policy.rate_limit.window_secs,
+            }
+            if policy.rate_limit is not None
+            else None
+        ),
+    }

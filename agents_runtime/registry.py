@@ -1,0 +1,253 @@
+"""The registry: loads every agent at startup, starts and finds actors,
+creates agents, and stops them all cleanly.
+
+Loading verifies each log and folds it into state. A final line cut by a
+crash (a torn tail) is moved aside to ``<id>.jsonl.torn``; any other failure
+quarantines the agent for the life of the process, leaving its file as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import attrs
+
+from agents_runtime import canonical
+from agents_runtime.actor import AgentActor, AgentRef, Clock, Committer, wall_clock
+from agents_runtime.datadir import DataDir
+from agents_runtime.errors import (
+    AgentExists,
+    AgentUnavailable,
+    LogWriteError,
+    NotFound,
+    Quarantined,
+    ReadOnly,
+)
+from agents_runtime.keys import KeyRing
+from agents_runtime.logfile import LogFile, move_torn_tail
+from agents_runtime.policy import Policy, policy_json
+from agents_runtime.record import Head, genesis_fields, seal, timestamp
+from agents_runtime.replay import Loaded, load_log
+from agents_runtime.state import AgentState, apply, status_json
+from agents_runtime.verify import Failure
+
+log = logging.getLogger("agents_runtime.registry")
+
+
+@attrs.frozen
+class LoadSummary:
+    loaded: int
+    quarantined: dict[str, Failure]
+    torn: list[str]  # agents whose torn tail was moved aside
+    removed: int  # unfinished creations cleaned up
+
+
+class Registry:
+    def __init__(
+        self,
+        data_dir: DataDir,
+        ring: KeyRing,
+        *,
+        committer: Committer | None = None,
+        clock: Clock = wall_clock,
+    ) -> None:
+        self.data_dir = data_dir
+        self.ring = ring
+        self.committer = committer or Committer()
+        self.clock = clock
+        self.actors: dict[str, AgentActor] = {}
+        self.quarantined: dict[str, Failure] = {}
+        self._creating: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._running = False
+
+    # -- startup -------------------------------------------------------------
+
+    def load(self) -> LoadSummary:
+        """Verify and fold every log on disk (before serving)."""
+        removed = len(self.data_dir.remove_unfinished())
+        torn: list[str] = []
+        for agent_id in self.data_dir.agent_ids():
+            loaded = load_log(self.data_dir.log_path(agent_id), agent_id, self.ring.public_key)
+            if self._adopt(loaded):
+                if loaded.contents.torn_tail is not None:
+                    torn.append(agent_id)
+        return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed)
+
+    def _adopt(self, loaded: Loaded) -> bool:
+        agent_id = loaded.agent_id
+        if loaded.state is None:
+            assert loaded.failure is not None
+            self.quarantined[agent_id] = loaded.failure
+            log.error("agent %s quarantined: %s", agent_id, quarantine_message(loaded.failure))
+            return False
+        path = self.data_dir.log_path(agent_id)
+        contents = loaded.contents
+        if contents.torn_tail is not None or contents.missing_newline:
+            if contents.torn_tail is not None:
+                log.warning(
+                    "agent %s: moved a torn final line (%d bytes, never acknowledged) to %s.torn",
+                    agent_id,
+                    len(contents.torn_tail),
+                    path.name,
+                )
+            move_torn_tail(path, contents)
+        length = path.stat().st_size
+        logfile = LogFile.open(path) if not self.ring.read_only else None
+        if logfile is None:
+            logfile = _ReadOnlyLog(path)  # type: ignore[assignment]
+        self.actors[agent_id] = self._actor(loaded.state, logfile, length)
+        return True
+
+    def _actor(self, state: AgentState, logfile: LogFile, length: int) -> AgentActor:
+        actor = AgentActor(
+            state,
+            logfile=logfile,
+            signer=self.ring.signer,
+            committed_length=length,
+            committer=self.committer,
+            public_key=self.ring.public_key,
+            clock=self.clock,
+        )
+        if self._running:
+            self._start(actor)
+        return actor
+
+    def _start(self, actor: AgentActor) -> None:
+        task = asyncio.get_running_loop().create_task(
+            actor.run(), name=f"agent:{actor.state.agent_id}"
+        )
+        actor.task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s ended with an error", task.get_name(), exc_info=task.exception())
+
+    async def start(self) -> None:
+        self._running = True
+        for actor in self.actors.values():
+            if actor.task is None:
+                self._start(actor)
+
+    # -- lookup --------------------------------------------------------------
+
+    def ref(self, agent_id: str) -> AgentRef:
+        actor = self.actors.get(agent_id)
+        if actor is not None:
+            return actor.ref
+        failure = self.quarantined.get(agent_id)
+        if failure is not None:
+            raise Quarantined(
+                f"agent {agent_id} is quarantined: its log failed verification at startup "
+                f"({quarantine_message(failure)})"
+            )
+        raise NotFound(f"no agent {agent_id}")
+
+    def exists(self, agent_id: str) -> bool:
+        return agent_id in self.actors or agent_id in self.quarantined
+
+    async def list(self) -> list[dict[str, Any]]:
+        from agents_runtime.commands import GetStatus
+
+        entries: list[dict[str, Any]] = []
+        for agent_id in sorted(set(self.actors) | set(self.quarantined)):
+            failure = self.quarantined.get(agent_id)
+            if failure is not None:
+                entries.append(
+                    {
+                        "agent_id": agent_id,
+                        "state": "quarantined",
+                        "error": quarantine_message(failure),
+                        "failure": failure.to_json(),
+                    }
+                )
+                continue
+            try:
+                status = await self.actors[agent_id].ref.ask(GetStatus())
+            except AgentUnavailable:
+                continue
+            entries.append({"agent_id": agent_id, "state": "active", "status": status})
+        return entries
+
+    # -- creation ------------------------------------------------------------
+
+    async def create(self, agent_id: str, policy: Policy) -> dict[str, Any]:
+        """Write a new log (genesis and policy) durably, start its actor."""
+        if self.exists(agent_id) or agent_id in self._creating:
+            raise AgentExists(f"agent {agent_id} already exists")
+        signer = self.ring.signer
+        if signer is None:
+            raise ReadOnly("guardd has no signing key (keys/audit.key): cannot create agents")
+        self._creating.add(agent_id)
+        try:
+            state = AgentState(agent_id)
+            ts = timestamp_now(self.clock)
+            lines = []
+            for fields in (
+                genesis_fields(agent_id, signer.public_key_hex),
+                {"kind": "policy", "policy": policy_json(policy)},
+            ):
+                sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
+                apply(state, canonical.loads(sealed.line[:-1]))
+                lines.append(sealed.line)
+            data = b"".join(lines)
+            path = self.data_dir.log_path(agent_id)
+            try:
+                logfile = await asyncio.to_thread(LogFile.create, path, data)
+            except FileExistsError:
+                raise AgentExists(f"agent {agent_id} already exists") from None
+            except LogWriteError as exc:
+                log.error("creating agent %s failed: %s", agent_id, exc)
+                raise
+            self.actors[agent_id] = self._actor(state, logfile, len(data))
+            return status_json(state)
+        finally:
+            self._creating.discard(agent_id)
+
+    # -- shutdown ------------------------------------------------------------
+
+    async def stop(self, grace: float = 8.0) -> None:
+        """Let every actor finish its mailbox and fsync, then end the tasks."""
+        self._running = False
+        actors = [a for a in self.actors.values() if a.task is not None and not a.task.done()]
+        await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
+        tasks = [a.task for a in actors if a.task is not None]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=grace)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=1.0)
+        self.committer.close()
+
+
+class _ReadOnlyLog:
+    """Stands in for a LogFile when there is no signing key: never written."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+
+    def append(self, data: bytes) -> None:  # pragma: no cover - writes are refused earlier
+        raise LogWriteError("read-only")
+
+    def close(self) -> None:
+        pass
+
+
+def timestamp_now(clock: Clock) -> str:
+    from datetime import UTC, datetime
+
+    return timestamp(datetime.fromtimestamp(clock(), UTC))
+
+
+def quarantine_message(failure: Failure) -> str:
+    seq = "?" if failure.seq is None else failure.seq
+    return f"line {failure.line} (seq {seq}): {failure.reason}"
+
+
+__all__ = ["Head", "LoadSummary", "Registry", "quarantine_message"]

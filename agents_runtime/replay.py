@@ -1,0 +1,54 @@
+"""Rebuild an agent's state from its log file: verify each record, then fold it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from agents_runtime.errors import VerificationError
+from agents_runtime.logfile import LogContents, read_log, split_log
+from agents_runtime.state import AgentState, apply
+from agents_runtime.verify import ChainVerifier, Failure
+
+
+@attrs.frozen
+class Loaded:
+    agent_id: str
+    state: AgentState | None  # None when the log failed verification
+    failure: Failure | None
+    contents: LogContents
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+def replay_lines(agent_id: str, lines: list[bytes], public_key: bytes) -> Loaded:
+    verifier = ChainVerifier(public_key=public_key, log_id=agent_id)
+    state = AgentState(agent_id)
+    contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
+    try:
+        for line in lines:
+            apply(state, verifier.feed(line))
+    except VerificationError as exc:
+        return Loaded(agent_id, None, exc.failure, contents)
+    except (KeyError, TypeError, ValueError) as exc:
+        # A record that verifies but makes no sense for its kind (e.g. an outcome
+        # for an action that never existed) can only come from a foreign writer.
+        failure = Failure(verifier.count, state.head.seq + 1, f"record does not apply: {exc}")
+        return Loaded(agent_id, None, failure, contents)
+    if verifier.count == 0:
+        return Loaded(agent_id, None, Failure(1, None, "empty log"), contents)
+    return Loaded(agent_id, state, None, contents)
+
+
+def load_log(path: Path, agent_id: str, public_key: bytes, *, length: int | None = None) -> Loaded:
+    """Verify and fold a log file. ``length`` limits it to its committed bytes."""
+    if length is None:
+        contents = read_log(path)
+    else:
+        with path.open("rb") as fh:
+            contents = split_log(fh.read(length))
+    loaded = replay_lines(agent_id, contents.lines, public_key)
+    return attrs.evolve(loaded, contents=contents)

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import GuardServer
+
+
+@pytest.fixture
+def guard_server(tmp_path: Path) -> Iterator[GuardServer]:
+    """A running guardd on a fresh data directory in tmp_path."""
+    server = GuardServer(tmp_path / "guard-data").start()
+    try:
+        yield server
+    finally:
+        server.kill()
