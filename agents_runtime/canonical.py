@@ -31,18 +31,36 @@ MAX_DEPTH = 64
 _OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
 
+def _outside_domain(number: float) -> bool:
+    """True for a double RFC 8785 cannot write in a form ``loads`` accepts:
+    infinities, and whole numbers beyond 2^53-1 below 10^21 (RFC 8785 writes
+    those as integer literals, e.g. 1e20 as ``100000000000000000000``)."""
+    magnitude = abs(number)
+    return magnitude == float("inf") or (MAX_SAFE_INT < magnitude < 1e21 and number.is_integer())
+
+
+def _float_text(number: float) -> bytes:
+    # rfc8785 formats str(number); in this range str() has no exponent, so its
+    # output is repr() without a trailing ".0". Same bytes, without the
+    # pure-Python formatter on the verification path.
+    if 1e-4 <= abs(number) < 1e16:
+        text = repr(number)
+        return (text[:-2] if text.endswith(".0") else text).encode()
+    return rfc8785.dumps(number)
+
+
 def _number_text(value: Decimal) -> bytes:
     if not value.is_finite():
         raise CanonicalError("NaN and infinities cannot be written in RFC 8785")
     if value == value.to_integral_value() and abs(value) <= MAX_SAFE_INT:
         return str(int(value)).encode()
     as_float = float(value)
-    if as_float in (float("inf"), float("-inf")):
+    if _outside_domain(as_float):
         raise CanonicalError(f"number out of range: {value}")
-    return rfc8785.dumps(as_float)
+    return _float_text(as_float)
 
 
-def _default(value: object) -> orjson.Fragment:
+def number_fragment(value: object) -> orjson.Fragment:
     if isinstance(value, Decimal):
         return orjson.Fragment(_number_text(value))
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
@@ -66,7 +84,7 @@ def dumps(value: Any) -> bytes:
     Decimal), integers beyond 2^53-1, NaN, infinities, lone surrogates.
     """
     try:
-        out = orjson.dumps(value, default=_default, option=_OPTS)
+        out = orjson.dumps(value, default=number_fragment, option=_OPTS)
     except orjson.JSONEncodeError as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, CanonicalError) else None
         raise CanonicalError(str(cause or exc)) from exc
@@ -105,7 +123,7 @@ def _decimal(text: str) -> Decimal:
         value = Decimal(text)
     except InvalidOperation as exc:  # pragma: no cover - the JSON grammar prevents it
         raise ValueError(f"bad number {text}") from exc
-    if float(value) in (float("inf"), float("-inf")):
+    if _outside_domain(float(value)):
         raise ValueError(f"number out of range: {text}")
     return value
 

@@ -13,10 +13,11 @@ from typing import Any, NewType
 
 import attrs
 import cattrs
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+from cattrs.errors import ClassValidationError
 
 from agents_runtime.errors import PolicyError
 from agents_runtime.money import ZERO, Money, positive, to_money
+from agents_runtime.validation import error_messages
 
 PositiveNumber = NewType("PositiveNumber", Decimal)
 PositiveInt = NewType("PositiveInt", int)
@@ -111,36 +112,12 @@ for _cls in (ToolRule, RateLimit, Policy):
     _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_rule_dict(v), t))
 
 
-def _messages(exc: BaseException, path: str) -> list[str]:
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return [f"{path}.{key}: unknown key" for key in sorted(exc.extra_fields)]
-    if isinstance(exc, BaseExceptionGroup):
-        out: list[str] = []
-        for sub in exc.exceptions:
-            sub_path = path
-            for note in getattr(sub, "__notes__", []):
-                name = getattr(note, "name", None)
-                if name is not None:
-                    sub_path = f"{path}.{name}"
-                elif isinstance(note, str) and note.startswith("@key "):
-                    sub_path = f"{path}.{note[5:]}"
-            if isinstance(sub, KeyError) and not isinstance(sub, BaseExceptionGroup):
-                out.append(f"{sub_path}: required key missing")
-            else:
-                out.extend(_messages(sub, sub_path))
-        return out
-    if isinstance(exc, ValueError | TypeError):
-        text = str(exc.args[0]) if exc.args else "invalid value"
-        return [f"{path}: {text}"]
-    return [f"{path}: invalid value"]
-
-
 def parse_policy(value: Any) -> Policy:
     """Structure a JSON policy strictly, or raise PolicyError naming the key."""
     try:
         return _converter.structure(value, Policy)
     except (ClassValidationError, ValueError, TypeError, ExceptionGroup) as exc:
-        messages = _messages(exc, "$")
+        messages = error_messages(exc, "$")
         raise PolicyError("; ".join(messages) or "invalid policy") from None
 
 

@@ -1,0 +1,1 @@
+"""guardd: the Agent Action Guard HTTP service."""

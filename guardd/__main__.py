@@ -1,0 +1,115 @@
+"""``guardd``: prepare the data directory, verify every log, serve."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import TextIO
+
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+
+from agents_runtime.datadir import DataDir
+from agents_runtime.errors import KeyFileError
+from agents_runtime.registry import LoadSummary, Registry, quarantine_message
+from guardd.app import Guard, create_app
+from guardd.auth import Authenticator
+from guardd.config import Settings, SettingsError, parse_settings
+
+log = logging.getLogger("guardd")
+
+SHUTDOWN_GRACE = 5.0
+
+
+def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
+    """Open the data directory and load every agent. Returns the admin-token source."""
+    data_dir = DataDir(settings.data_dir)
+    ring = data_dir.prepare()
+    if settings.admin_token is not None:
+        admin, source = settings.admin_token, "GUARD_ADMIN_TOKEN"
+    elif ring.admin_token:
+        admin, source = ring.admin_token, str(data_dir.keys_dir / "admin.token")
+    else:
+        raise KeyFileError(
+            f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
+        )
+    registry = Registry(data_dir, ring)
+    summary = registry.load()
+    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
+    return guard, summary, source
+
+
+def print_startup(
+    settings: Settings, guard: Guard, summary: LoadSummary, source: str, out: TextIO
+) -> None:
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{host}:{settings.port}"
+    lines = [
+        f"guardd listening on {url}",
+        f"console: {url}/",
+        f"data dir: {settings.data_dir}",
+        f"public key: {guard.ring.public_key_hex}",
+        f"admin token: from {source}",
+        f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined",
+    ]
+    for agent_id, failure in sorted(summary.quarantined.items()):
+        lines.append(f"quarantined: {agent_id}: {quarantine_message(failure)}")
+    for agent_id in summary.torn:
+        lines.append(f"torn tail moved aside: {agent_id} (see agents/{agent_id}.jsonl.torn)")
+    if guard.ring.read_only:
+        lines.append("read-only: keys/audit.key is missing; requests that would write get 503")
+    print("\n".join(lines), file=out, flush=True)
+
+
+async def _serve(settings: Settings, guard: Guard) -> None:
+    config = Config()
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    config.bind = [f"{host}:{settings.port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = SHUTDOWN_GRACE
+    config.keep_alive_timeout = 75
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    app = create_app(guard)
+    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+
+
+def _run(coro_settings: Settings, guard: Guard) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        asyncio.run(_serve(coro_settings, guard))
+    else:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(_serve(coro_settings, guard))
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = parse_settings(argv)
+        guard, summary, source = build(settings)
+    except (SettingsError, KeyFileError) as exc:
+        print(f"guardd: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"guardd: cannot use data dir {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print_startup(settings, guard, summary, source, sys.stdout)
+    try:
+        _run(settings, guard)
+    except OSError as exc:
+        print(f"guardd: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

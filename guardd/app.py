@@ -1,0 +1,291 @@
+"""The HTTP API. Handlers only parse, authenticate, forward one command to
+the agent's actor and map the reply; errors are answered by guardd.errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+from quart import Quart, Response, request
+
+import console
+from agents_runtime import commands as c
+from agents_runtime.actor import AgentRef, LogView
+from agents_runtime.datadir import DataDir
+from agents_runtime.keys import KeyRing, agent_token
+from agents_runtime.logfile import split_log
+from agents_runtime.registry import Registry
+from agents_runtime.verify import Report, verify_lines
+from guardd import bodies
+from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
+from guardd.errors import BadRequest, register_error_handlers
+from guardd.jsonio import MAX_BODY, json_response, read_json
+
+MAX_WAIT = 60
+LOG_LIMIT_DEFAULT = 500
+LOG_LIMIT_MAX = 5000
+MAX_IDEMPOTENCY_KEY = 128
+
+CONSOLE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+CONSOLE_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+
+@attrs.define
+class Guard:
+    """What the app serves: the registry of agents and the keys."""
+
+    data_dir: DataDir
+    ring: KeyRing
+    registry: Registry
+    auth: Authenticator
+
+
+def create_app(guard: Guard) -> Quart:
+    app = Quart("guardd", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    register_error_handlers(app)
+    registry = guard.registry
+
+    @app.while_serving
+    async def _actors() -> AsyncIterator[None]:
+        await registry.start()
+        yield
+        await registry.stop()
+
+    @app.after_request
+    async def _headers(response: Response) -> Response:
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        return response
+
+    def caller() -> Caller:
+        return guard.auth.caller(request.headers.get("Authorization"))
+
+    def agent(agent_id: str, *, admin_only: bool = False) -> tuple[Caller, AgentRef]:
+        who = caller()
+        if admin_only:
+            require_admin(who)
+        else:
+            require_agent_or_admin(who, agent_id)
+        return who, registry.ref(agent_id)
+
+    # -- unauthenticated -------------------------------------------------------
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return json_response({"ok": True})
+
+    @app.get("/v1/public-key")
+    async def public_key() -> Response:
+        return json_response({"public_key": guard.ring.public_key_hex, "algorithm": "ed25519"})
+
+    @app.get("/v1/openapi.json")
+    async def openapi() -> Response:
+        from guardd.openapi import document
+
+        return json_response(document())
+
+    @app.get("/")
+    async def console_index() -> Response:
+        return _console_file("index.html")
+
+    @app.get("/console/<name>")
+    async def console_asset(name: str) -> Response:
+        return _console_file(name)
+
+    # -- agents ----------------------------------------------------------------
+
+    @app.post("/v1/agents")
+    async def create_agent() -> Response:
+        require_admin(caller())
+        body = bodies.parse_body(await read_json(), bodies.CreateAgent)
+        policy = bodies.parse_policy_body(body.policy, "$.policy")
+        status = await registry.create(body.agent_id, policy)
+        token = agent_token(guard.ring.token_key, body.agent_id)
+        return json_response({"agent": status, "token": token}, 201)
+
+    @app.get("/v1/agents")
+    async def list_agents() -> Response:
+        require_admin(caller())
+        return json_response({"agents": await registry.list()})
+
+    @app.get("/v1/agents/<agent_id>")
+    async def agent_status(agent_id: str) -> Response:
+        _, ref = agent(agent_id)
+        return json_response(await ref.ask(c.GetStatus()))
+
+    @app.get("/v1/agents/<agent_id>/token")
+    async def reissue_token(agent_id: str) -> Response:
+        agent(agent_id, admin_only=True)
+        return json_response({"token": agent_token(guard.ring.token_key, agent_id)})
+
+    @app.put("/v1/agents/<agent_id>/policy")
+    async def set_policy(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        policy = bodies.parse_policy_body(await read_json())
+        return json_response(await ref.ask(c.SetPolicy(policy)))
+
+    # -- actions ---------------------------------------------------------------
+
+    @app.post("/v1/agents/<agent_id>/actions")
+    async def request_action(agent_id: str) -> Response:
+        _, ref = agent(agent_id)
+        body = bodies.parse_body(await read_json(), bodies.ActionRequest)
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
+            raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+        command = c.RequestAction(body.tool, body.input, body.cost, key)
+        return json_response(await ref.ask(command))
+
+    @app.get("/v1/agents/<agent_id>/actions/pending")
+    async def pending(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        return json_response(await ref.ask(c.ListPending()))
+
+    @app.get("/v1/agents/<agent_id>/actions/<action_id>")
+    async def get_action(agent_id: str, action_id: str) -> Response:
+        _, ref = agent(agent_id)
+        wait = _wait_param(request.args.get("wait"))
+        action = await ref.ask(c.GetAction(action_id))
+        if wait and action["status"] == "pending_approval":
+            changed = await ref.ask(c.WatchAction(action_id))
+            await asyncio.wait({changed}, timeout=wait)
+            if not changed.done():
+                changed.cancel()
+            action = await ref.ask(c.GetAction(action_id))
+        return json_response(action)
+
+    @app.post("/v1/agents/<agent_id>/actions/<action_id>/outcome")
+    async def outcome(agent_id: str, action_id: str) -> Response:
+        who, ref = agent(agent_id)
+        body = bodies.parse_body(await read_json(), bodies.OutcomeReport)
+        command = c.ReportOutcome(action_id, body.status, who.role, body.detail)
+        return json_response(await ref.ask(command))
+
+    @app.post("/v1/agents/<agent_id>/actions/<action_id>/approve")
+    async def approve(agent_id: str, action_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        body = bodies.parse_body(await read_json(), bodies.ApproveBody)
+        return json_response(await ref.ask(c.Approve(action_id, body.approver, body.note)))
+
+    @app.post("/v1/agents/<agent_id>/actions/<action_id>/reject")
+    async def reject(agent_id: str, action_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        body = bodies.parse_body(await read_json(), bodies.RejectBody)
+        command = c.Reject(action_id, body.approver, body.reason, body.scar)
+        return json_response(await ref.ask(command))
+
+    # -- operator steps --------------------------------------------------------
+
+    @app.post("/v1/agents/<agent_id>/scars")
+    async def add_scar(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        body = bodies.parse_body(await read_json(), bodies.ScarBody)
+        return json_response(await ref.ask(c.AddScar(body.severity, body.reason, body.action_id)))
+
+    @app.post("/v1/agents/<agent_id>/terminate")
+    async def terminate(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        body = bodies.parse_body(await read_json(), bodies.TerminateBody)
+        return json_response(await ref.ask(c.Terminate(body.reason, body.by)))
+
+    # -- the log ---------------------------------------------------------------
+
+    @app.get("/v1/agents/<agent_id>/log")
+    async def read_log(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        after = _int_param("after", request.args.get("after"), default=-1, minimum=-1)
+        limit = _int_param("limit", request.args.get("limit"), default=LOG_LIMIT_DEFAULT, minimum=1)
+        limit = min(limit, LOG_LIMIT_MAX)
+        view: LogView = await ref.ask(c.GetLogView())
+        records = await asyncio.to_thread(_read_records, view, after, limit)
+        return json_response({"records": records, "head": view.head.to_json()})
+
+    @app.get("/v1/agents/<agent_id>/verify")
+    async def verify(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        view: LogView = await ref.ask(c.GetLogView())
+        report = await asyncio.to_thread(_verify, view, agent_id, guard.ring.public_key)
+        if report.ok:
+            assert report.head is not None
+            return json_response(
+                {
+                    "ok": True,
+                    "records": report.records,
+                    "public_key": report.public_key,
+                    "head": report.head.to_json(),
+                }
+            )
+        assert report.failure is not None
+        return json_response(
+            {"ok": False, "records": report.records, "failure": report.failure.to_json()}
+        )
+
+    return app
+
+
+def _console_file(name: str) -> Response:
+    from guardd.errors import ApiNotFound
+
+    path = Path(console.STATIC_DIR, name)
+    content_type = CONSOLE_TYPES.get(path.suffix)
+    if content_type is None or "/" in name or name.startswith(".") or not path.is_file():
+        raise ApiNotFound("no such path")
+    response = Response(path.read_bytes(), content_type=content_type)
+    response.headers["Content-Security-Policy"] = CONSOLE_CSP
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+def _wait_param(text: str | None) -> float:
+    if text is None:
+        return 0.0
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = -1.0
+    if not 0 <= wait <= MAX_WAIT:  # also false for NaN
+        raise BadRequest(f"wait must be a number of seconds from 0 to {MAX_WAIT}")
+    return wait
+
+
+def _int_param(name: str, text: str | None, *, default: int, minimum: int) -> int:
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer") from None
+    if value < minimum:
+        raise BadRequest(f"{name} must be at least {minimum}")
+    return value
+
+
+def _committed_lines(view: LogView) -> list[bytes]:
+    with view.path.open("rb") as fh:
+        return split_log(fh.read(view.length)).lines
+
+
+def _read_records(view: LogView, after: int, limit: int) -> list[Any]:
+    from agents_runtime.canonical import loads
+
+    lines = _committed_lines(view)
+    # seq n is line n: seqs start at 0 and are contiguous in a verified log.
+    return [loads(line) for line in lines[after + 1 : after + 1 + limit]]
+
+
+def _verify(view: LogView, agent_id: str, public_key: bytes) -> Report:
+    return verify_lines(_committed_lines(view), public_key=public_key, log_id=agent_id)

@@ -1,0 +1,155 @@
+"""Request bodies: plain attrs models, structured strictly at the edge by one
+private cattrs converter. Unknown keys, wrong types and out-of-range values
+are a 400 whose message names the key path."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal, NewType, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError
+
+from agents_runtime.errors import PolicyError
+from agents_runtime.money import Money, to_money
+from agents_runtime.policy import MAX_TOOL_NAME, Policy, parse_policy
+from agents_runtime.validation import error_messages
+from guardd.errors import BadRequest
+
+Name = NewType("Name", str)  # who: approver, operator (1-128 characters)
+Text = NewType("Text", str)  # reasons and notes (1-4096 characters)
+Tool = NewType("Tool", str)
+AgentId = NewType("AgentId", str)
+
+MAX_NAME = 128
+MAX_TEXT = 4096
+Severity = Literal["minor", "moderate", "severe", "fatal"]
+OutcomeStatus = Literal["success", "failure", "harmful"]
+
+
+@attrs.frozen
+class CreateAgent:
+    agent_id: AgentId
+    policy: Any
+
+
+@attrs.frozen
+class ActionRequest:
+    tool: Tool
+    input: Any = None
+    cost: Money | None = None
+
+
+@attrs.frozen
+class OutcomeReport:
+    status: OutcomeStatus
+    detail: Text | None = None
+
+
+@attrs.frozen
+class ApproveBody:
+    approver: Name
+    note: Text | None = None
+
+
+@attrs.frozen
+class RejectBody:
+    approver: Name
+    reason: Text
+    scar: Severity | None = None
+
+
+@attrs.frozen
+class ScarBody:
+    severity: Severity
+    reason: Text
+    action_id: str | None = None
+
+
+@attrs.frozen
+class TerminateBody:
+    reason: Text
+    by: Name
+
+
+def _string(limit: int, what: str) -> Any:
+    def hook(value: Any, _: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a string")
+        if not 1 <= len(value) <= limit:
+            raise ValueError(f"{what} must be 1 to {limit} characters")
+        return value
+
+    return hook
+
+
+def _plain_str(value: Any, _: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def _agent_id(value: Any, _: Any) -> str:
+    from agents_runtime.datadir import valid_agent_id
+
+    if not isinstance(value, str) or not valid_agent_id(value):
+        raise ValueError("agent_id must be 1 to 64 characters from A-Z a-z 0-9 _ -")
+    return value
+
+
+def _literal(value: Any, type_: Any) -> Any:
+    choices = type_.__args__
+    if value not in choices or not isinstance(value, str):
+        raise ValueError("must be one of " + ", ".join(choices))
+    return value
+
+
+def _object(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("must be an object")
+    return value
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+_converter.register_structure_hook(Name, _string(MAX_NAME, "names"))
+_converter.register_structure_hook(Text, _string(MAX_TEXT, "text"))
+_converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
+_converter.register_structure_hook(AgentId, _agent_id)
+_converter.register_structure_hook(str, _plain_str)
+_converter.register_structure_hook(Money, lambda v, _: to_money(v))
+_converter.register_structure_hook(Decimal, lambda v, _: to_money(v))
+_converter.register_structure_hook_func(
+    lambda t: getattr(t, "__origin__", None) is Literal, _literal
+)
+_converter.register_structure_hook(Any, lambda v, _: v)
+for _cls in (
+    CreateAgent,
+    ActionRequest,
+    OutcomeReport,
+    ApproveBody,
+    RejectBody,
+    ScarBody,
+    TerminateBody,
+):
+    _hook = _converter.gen_structure_attrs_fromdict(_cls)
+    _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_object(v), t))
+
+T = TypeVar("T")
+
+
+def parse_body(value: Any, cls: type[T]) -> T:
+    try:
+        return _converter.structure(value, cls)
+    except (ClassValidationError, ValueError, TypeError, ExceptionGroup) as exc:
+        raise BadRequest("; ".join(error_messages(exc, "$")) or "invalid body") from None
+
+
+def parse_policy_body(value: Any, path: str = "$") -> Policy:
+    try:
+        return parse_policy(value)
+    except PolicyError as exc:
+        message = str(exc)
+        if path != "$":
+            message = "; ".join(path + part.strip()[1:] for part in message.split(";"))
+        raise BadRequest(message) from None

@@ -1,0 +1,40 @@
+"""JSON in and out of HTTP. Numbers go out in their exact shortest form
+(Decimal 5 as ``5``, 0.3 as ``0.3``) and come in as int or Decimal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from quart import Response, request
+
+from agents_runtime import canonical
+from agents_runtime.errors import CanonicalError
+
+JSON_TYPE = "application/json"
+MAX_BODY = 1024 * 1024
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=canonical.number_fragment)
+
+
+def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    response = Response(dumps(value), status=status, content_type=JSON_TYPE)
+    response.headers["Cache-Control"] = "no-store"
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
+async def read_json() -> Any:
+    """The request body as strict JSON, or BadRequest saying what is wrong."""
+    from guardd.errors import BadRequest
+
+    data = await request.get_data(cache=False)
+    if not data:
+        raise BadRequest("request body must be a JSON object")
+    try:
+        return canonical.loads(data)
+    except CanonicalError as exc:
+        raise BadRequest(f"request body is not acceptable JSON: {exc}") from None
