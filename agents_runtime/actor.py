@@ -262,6 +262,15 @@ class AgentActor:
         if loaded.state is not None:
             self.state = loaded.state
 
+    def release_watchers(self) -> None:
+        """Wake every long-poll now (at shutdown): each answers with the
+        action as it stands instead of holding the server until its timeout."""
+        for waiting in self._watchers.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_result(None)
+        self._watchers.clear()
+
     def _fail_waiting(self, error: AgentError) -> None:
         self.stopping = True
         while not self.mailbox.empty():

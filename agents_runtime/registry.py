@@ -211,6 +211,10 @@ class Registry:
 
     # -- shutdown ------------------------------------------------------------
 
+    def release_watchers(self) -> None:
+        for actor in self.actors.values():
+            actor.release_watchers()
+
     async def stop(self, grace: float = 8.0) -> None:
         """Let every actor finish its mailbox and fsync, then end the tasks."""
         self._running = False

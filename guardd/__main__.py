@@ -76,7 +76,12 @@ async def _serve(settings: Settings, guard: Guard) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     app = create_app(guard)
-    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        guard.registry.release_watchers()
+
+    await serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
 
 
 def _run(coro_settings: Settings, guard: Guard) -> None:
