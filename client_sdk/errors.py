@@ -1,0 +1,254 @@
+"""Errors raised by client_sdk.
+
+The tree::
+
+    GuardError                          .status (HTTP status or None), .code, .message
+    ├── GuardSetupError                 no token or a bad address; lists every place looked at
+    ├── ToolInputError (TypeError)      a guarded tool's argument is not JSON-safe; names it
+    ├── TransportError                  the service could not be reached, after the retries
+    ├── ActionDenied                    the service denied the action: .code, .reason, .action_id
+    ├── ApprovalTimeout                 no decision within approval_timeout; still pending
+    ├── UnexpectedActionState           the action left pending_approval but was not allowed
+    │                                   or denied (e.g. completed by an operator already)
+    ├── InvalidResponse                 a 2xx answer that is not what the API describes
+    └── APIError                        the service answered {error, code}; .resent
+        ├── BadRequest                  400 bad_request
+        ├── Unauthorized                401 unauthorized
+        ├── Forbidden                   403 forbidden
+        ├── NotFound                    404 not_found
+        │   └── UnknownAction           404 unknown_action
+        ├── MethodNotAllowed            405 method_not_allowed
+        ├── Conflict                    409, any code below
+        │   ├── AgentExists             409 agent_exists
+        │   ├── InvalidState            409 invalid_state
+        │   ├── AlreadyTerminated       409 already_terminated
+        │   └── IdempotencyConflict     409 idempotency_conflict
+        ├── TooLarge                    413 too_large
+        ├── InternalError               500 internal
+        └── ServiceUnavailable          503, any code below (retried before it is raised)
+            ├── Quarantined             503 quarantined
+            └── ReadOnly                503 read_only
+
+A code the client does not know is raised as the class for its HTTP status
+(``Conflict``, ``ServiceUnavailable``) or as ``APIError`` itself, keeping the
+server's code and message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class GuardError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    default_code: ClassVar[str] = "error"
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code or self.default_code
+
+
+class GuardSetupError(GuardError):
+    """Something the client needs (a token, the address) is missing or malformed."""
+
+    default_code = "setup"
+
+    def __init__(self, message: str, *, looked_at: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.looked_at = list(looked_at or [])
+
+
+class ToolInputError(GuardError, TypeError):
+    """A guarded tool was called with an argument that cannot be sent as JSON."""
+
+    default_code = "tool_input"
+
+    def __init__(self, message: str, *, argument: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+class TransportError(GuardError):
+    """The request did not get an HTTP answer (connection refused, dropped, timed out)."""
+
+    default_code = "transport"
+
+
+class ActionDenied(GuardError):
+    """The service denied the action; ``reason`` is the whole reason object."""
+
+    default_code = "denied"
+
+    def __init__(self, action_id: str, reason: dict[str, Any]) -> None:
+        code = str(reason.get("code", "denied"))
+        details = ", ".join(f"{k}={v!r}" for k, v in reason.items() if k != "code")
+        message = f"action {action_id} denied: {code}" + (f" ({details})" if details else "")
+        super().__init__(message, code=code)
+        self.action_id = action_id
+        self.reason = reason
+
+
+class ApprovalTimeout(GuardError):
+    """No operator decided within ``approval_timeout``; the action stays pending."""
+
+    default_code = "approval_timeout"
+
+    def __init__(self, action_id: str, timeout: float) -> None:
+        super().__init__(
+            f"action {action_id} is still pending approval after {timeout:g}s; "
+            "it stays pending on the service"
+        )
+        self.action_id = action_id
+        self.timeout = timeout
+
+
+class UnexpectedActionState(GuardError):
+    """An action left ``pending_approval`` in a state the tool cannot run from."""
+
+    default_code = "unexpected_state"
+
+    def __init__(self, action_id: str, state: str) -> None:
+        super().__init__(f"action {action_id} is {state!r}, neither allowed nor denied")
+        self.action_id = action_id
+        self.state = state
+
+
+class InvalidResponse(GuardError):
+    """A successful answer whose body is not what the API describes."""
+
+    default_code = "invalid_response"
+
+
+class APIError(GuardError):
+    """The service answered with an error body ``{error, code}``.
+
+    ``resent`` is true when the request was sent again after an attempt whose
+    answer was lost, so the service may have acted on an earlier copy.
+    """
+
+    http_status: ClassVar[int | None] = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        resent: bool = False,
+    ) -> None:
+        super().__init__(message, status=status or self.http_status, code=code)
+        self.resent = resent
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.message}"
+
+
+class BadRequest(APIError):
+    http_status = 400
+    default_code = "bad_request"
+
+
+class Unauthorized(APIError):
+    http_status = 401
+    default_code = "unauthorized"
+
+
+class Forbidden(APIError):
+    http_status = 403
+    default_code = "forbidden"
+
+
+class NotFound(APIError):
+    http_status = 404
+    default_code = "not_found"
+
+
+class UnknownAction(NotFound):
+    default_code = "unknown_action"
+
+
+class MethodNotAllowed(APIError):
+    http_status = 405
+    default_code = "method_not_allowed"
+
+
+class Conflict(APIError):
+    http_status = 409
+    default_code = "conflict"
+
+
+class AgentExists(Conflict):
+    default_code = "agent_exists"
+
+
+class InvalidState(Conflict):
+    default_code = "invalid_state"
+
+
+class AlreadyTerminated(Conflict):
+    default_code = "already_terminated"
+
+
+class IdempotencyConflict(Conflict):
+    default_code = "idempotency_conflict"
+
+
+class TooLarge(APIError):
+    http_status = 413
+    default_code = "too_large"
+
+
+class InternalError(APIError):
+    http_status = 500
+    default_code = "internal"
+
+
+class ServiceUnavailable(APIError):
+    http_status = 503
+    default_code = "unavailable"
+
+
+class Quarantined(ServiceUnavailable):
+    default_code = "quarantined"
+
+
+class ReadOnly(ServiceUnavailable):
+    default_code = "read_only"
+
+
+#: Every API code the service documents, mapped to its exception class.
+ERRORS_BY_CODE: dict[str, type[APIError]] = {
+    cls.default_code: cls
+    for cls in (
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        UnknownAction,
+        MethodNotAllowed,
+        AgentExists,
+        InvalidState,
+        AlreadyTerminated,
+        IdempotencyConflict,
+        TooLarge,
+        InternalError,
+        Quarantined,
+        ReadOnly,
+    )
+}
+
+#: The class for an HTTP status whose code is unknown to this client.
+ERRORS_BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    413: TooLarge,
+    500: InternalError,
+    503: ServiceUnavailable,
+}
