@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -95,9 +96,7 @@ class Registry:
                 )
             move_torn_tail(path, contents)
         length = path.stat().st_size
-        logfile = LogFile.open(path) if not self.ring.read_only else None
-        if logfile is None:
-            logfile = _ReadOnlyLog(path)  # type: ignore[assignment]
+        logfile = _ReadOnlyLog(path) if self.ring.read_only else LogFile.open(path)
         self.actors[agent_id] = self._actor(loaded.state, logfile, length)
         return True
 
@@ -233,11 +232,11 @@ class Registry:
         self.committer.close()
 
 
-class _ReadOnlyLog:
+class _ReadOnlyLog(LogFile):
     """Stands in for a LogFile when there is no signing key: never written."""
 
-    def __init__(self, path: Any) -> None:
-        self.path = path
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, -1)
 
     def append(self, data: bytes) -> None:  # pragma: no cover - writes are refused earlier
         raise LogWriteError("read-only")

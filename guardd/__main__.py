@@ -81,7 +81,7 @@ async def _serve(settings: Settings, guard: Guard) -> None:
         await stop.wait()
         guard.registry.release_watchers()
 
-    await serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+    await serve(app, config, shutdown_trigger=shutdown_trigger)
 
 
 def _run(coro_settings: Settings, guard: Guard) -> None:

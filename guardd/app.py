@@ -4,7 +4,7 @@ the agent's actor and map the reply; errors are answered by guardd.errors."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def create_app(guard: Guard) -> Quart:
     registry = guard.registry
 
     @app.while_serving
-    async def _actors() -> AsyncIterator[None]:
+    async def _actors() -> AsyncGenerator[None, None]:
         await registry.start()
         yield
         await registry.stop()
