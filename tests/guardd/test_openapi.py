@@ -1,0 +1,409 @@
+"""The OpenAPI document: complete, valid OpenAPI 3.1, and true of real answers.
+
+Three kinds of checks:
+
+- the document and the Quart app list the same paths and methods;
+- the document validates against the OpenAPI 3.1 meta-schema, and each of its
+  schemas against the JSON Schema Draft 2020-12 meta-schema (jsonschema_rs,
+  which schemathesis brings; openapi_spec_validator is not installed);
+- a walk through the main flows against a real guardd validates every answer
+  (status documented, JSON content type, body matching the schema).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema_rs
+import pytest
+from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
+
+from guardd.__main__ import build
+from guardd.app import create_app
+from guardd.config import Settings
+from guardd.openapi import document
+from tests.support.server import GuardServer
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+ALL_CODES = [
+    "bad_request",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "unknown_action",
+    "method_not_allowed",
+    "agent_exists",
+    "invalid_state",
+    "already_terminated",
+    "idempotency_conflict",
+    "too_large",
+    "internal",
+    "quarantined",
+    "read_only",
+    "unavailable",
+]
+PUBLIC = {"/healthz", "/v1/public-key", "/v1/openapi.json", "/", "/console/{name}"}
+METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
+POLICY: dict[str, Any] = {
+    "budget": 10,
+    "scar_limit": 5,
+    "tools": {
+        "search": {"cost": 1, "max_calls": 3},
+        "send_email": {"cost": 2, "requires_approval": True},
+    },
+    "default": {"cost": 0.5},
+    "rate_limit": {"max_actions": 100, "window_secs": 60},
+}
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return document()
+
+
+def _operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield path, method, operation
+
+
+# -- the document against the app --------------------------------------------
+
+
+def _app_routes(tmp_path: Path) -> set[tuple[str, str]]:
+    guard, _, _ = build(Settings("127.0.0.1", 9200, tmp_path / "guard-data", None))
+    app = create_app(guard)
+    routes = set()
+    for rule in app.url_map.iter_rules():
+        path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
+        # HEAD is answered automatically for every GET; the document says so once.
+        for method in rule.methods or ():
+            if method not in {"HEAD", "OPTIONS"}:
+                routes.add((path, method.lower()))
+    return routes
+
+
+def test_every_route_of_the_app_is_documented_and_nothing_else(
+    tmp_path: Path, doc: dict[str, Any]
+) -> None:
+    documented = {(path, method) for path, method, _ in _operations(doc)}
+    app = _app_routes(tmp_path)
+    assert app - documented == set(), "routes missing from the document"
+    assert documented - app == set(), "documented operations the app does not have"
+
+
+# -- the document is valid ----------------------------------------------------
+
+
+def test_document_is_valid_openapi_3_1(doc: dict[str, Any]) -> None:
+    errors = [str(error) for error in OPENAPI_31_VALIDATOR.iter_errors(doc)]
+    assert errors == []
+    assert doc["openapi"].startswith("3.1.")
+
+
+def test_the_meta_schema_check_does_catch_a_broken_document(doc: dict[str, Any]) -> None:
+    broken = document()
+    broken["paths"]["/healthz"]["get"]["responses"]["200"] = {"content": {}}  # no description
+    assert not OPENAPI_31_VALIDATOR.is_valid(broken)
+
+
+@pytest.mark.parametrize("name", sorted(document()["components"]["schemas"]))
+def test_each_schema_is_valid_json_schema_2020_12(doc: dict[str, Any], name: str) -> None:
+    schema = doc["components"]["schemas"][name]
+    jsonschema_rs.meta.validate({"$schema": DRAFT_2020_12, **schema})
+
+
+def _refs(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "$ref":
+                yield item
+            else:
+                yield from _refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _refs(item)
+
+
+def test_every_ref_resolves_and_every_schema_is_used(doc: dict[str, Any]) -> None:
+    schemas = doc["components"]["schemas"]
+    refs = set(_refs(doc))
+    names = {ref.removeprefix("#/components/schemas/") for ref in refs}
+    assert all(ref.startswith("#/components/schemas/") for ref in refs)
+    assert names - set(schemas) == set()
+    assert set(schemas) - names == set()
+
+
+def test_error_schema_lists_every_code(doc: dict[str, Any]) -> None:
+    error = doc["components"]["schemas"]["Error"]
+    assert error["required"] == ["error", "code"]
+    assert error["additionalProperties"] is False
+    assert sorted(error["properties"]["code"]["enum"]) == sorted(ALL_CODES)
+
+
+def test_security_is_bearer_except_on_public_operations(doc: dict[str, Any]) -> None:
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": doc["components"]["securitySchemes"]["bearer"]["description"],
+    }
+    assert doc["security"] == [{"bearer": []}]
+    for path, method, operation in _operations(doc):
+        if path in PUBLIC:
+            assert operation.get("security") == [], (path, method)
+        else:
+            assert path.startswith("/v1/"), path
+            assert "security" not in operation, (path, method)  # inherits bearer
+            assert {"401", "403"} <= set(operation["responses"]), (path, method)
+
+
+def test_every_error_response_uses_the_error_schema(doc: dict[str, Any]) -> None:
+    for path, _method, operation in _operations(doc):
+        for status, response in operation["responses"].items():
+            if int(status) < 400:
+                continue
+            schema = response["content"]["application/json"]["schema"]
+            assert schema["allOf"] == [{"$ref": "#/components/schemas/Error"}], (path, status)
+            assert operation["responses"][status]["description"]
+            for code in schema["properties"]["code"]["enum"]:
+                assert code in ALL_CODES
+
+
+def test_operations_with_a_body_document_400_and_413(doc: dict[str, Any]) -> None:
+    for path, method, operation in _operations(doc):
+        if "requestBody" in operation:
+            assert {"400", "413"} <= set(operation["responses"]), (path, method)
+            schema = operation["requestBody"]["content"]["application/json"]["schema"]
+            name = schema["$ref"].rsplit("/", 1)[1]
+            body = doc["components"]["schemas"][name]
+            assert body["additionalProperties"] is False, name
+
+
+def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
+    schemas = doc["components"]["schemas"]
+    policy = schemas["Policy"]
+    assert set(policy["properties"]) == {"budget", "scar_limit", "tools", "default", "rate_limit"}
+    assert policy["required"] == ["budget", "scar_limit", "tools"]
+    assert set(schemas["ToolRule"]["properties"]) == {"cost", "requires_approval", "max_calls"}
+    assert set(schemas["RateLimit"]["properties"]) == {"max_actions", "window_secs"}
+    for name in ("Policy", "ToolRule", "RateLimit"):
+        assert schemas[name]["additionalProperties"] is False
+    budget = policy["properties"]["budget"]
+    assert budget["type"] == "number"
+    assert budget["minimum"] == 0
+    assert "6 decimal places" in budget["description"]
+    assert "1000000000" in budget["description"]
+    valid = _validator(doc, {"$ref": "#/components/schemas/Policy"})
+    assert valid.is_valid(POLICY)
+    assert not valid.is_valid({**POLICY, "tools": {"x": {"requires_aproval": True}}})
+    assert not valid.is_valid({**POLICY, "budget": -1})
+
+
+def test_documented_limits_match_the_server(doc: dict[str, Any]) -> None:
+    text = doc["info"]["description"]
+    assert "nesting at most 64 levels" in text
+    assert "1048576 bytes" in text
+    log = doc["paths"]["/v1/agents/{agent_id}/log"]["get"]["parameters"]
+    assert [p["name"] for p in log] == ["agent_id", "after", "limit"]
+    wait = doc["paths"]["/v1/agents/{agent_id}/actions/{action_id}"]["get"]["parameters"][2]
+    assert wait["schema"] == {"type": "number", "minimum": 0, "maximum": 60}
+
+
+# -- real answers against the document ------------------------------------------
+
+
+def _validator(doc: dict[str, Any], schema: dict[str, Any]) -> jsonschema_rs.Validator:
+    # The components ride along under an unknown keyword so "#/components/..." resolves.
+    return jsonschema_rs.Draft202012Validator(
+        {**schema, "components": doc["components"]}, validate_formats=True
+    )
+
+
+class Conformance:
+    """Checks each answer against the operation it came from; remembers
+    which (path, method, status) were seen."""
+
+    def __init__(self, doc: dict[str, Any], base_url: str) -> None:
+        self.doc = doc
+        self.base_url = base_url
+        self.seen: set[tuple[str, str, str]] = set()
+        self._templates = [
+            (re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", path) + "$"), path)
+            for path in doc["paths"]
+        ]
+
+    def template(self, path: str) -> str:
+        # As in OpenAPI, a concrete segment (".../actions/pending") wins over a template.
+        matches = [template for pattern, template in self._templates if pattern.match(path)]
+        assert matches, path
+        return min(matches, key=lambda template: template.count("{"))
+
+    def check(self, response: httpx.Response) -> Any:
+        path = self.template(response.request.url.path)
+        method = response.request.method.lower()
+        operation = self.doc["paths"][path][method]
+        status = str(response.status_code)
+        assert response.status_code != 500, (method, path, response.text)
+        assert status in operation["responses"], (method, path, status, response.text)
+        documented = operation["responses"][status]
+        media = response.headers["content-type"].split(";")[0]
+        assert media in documented["content"], (method, path, status, media)
+        self.seen.add((path, method, status))
+        if media != "application/json":
+            return response.text
+        body = response.json()
+        validator = _validator(self.doc, documented["content"][media]["schema"])
+        errors = [str(e) for e in validator.iter_errors(body)]
+        assert errors == [], (method, path, status, body)
+        return body
+
+
+def test_answers_of_the_main_flows_match_the_document(
+    guard_server: GuardServer, doc: dict[str, Any]
+) -> None:
+    server = guard_server
+    conf = Conformance(doc, server.url)
+    with (
+        server.client(server.admin_token) as admin,
+        server.client() as anonymous,
+    ):
+        ck = conf.check
+        ck(anonymous.get("/healthz"))
+        ck(anonymous.get("/v1/public-key"))
+        assert ck(anonymous.get("/v1/openapi.json")) == doc
+        ck(anonymous.get("/"))
+        ck(anonymous.get("/console/app.js"))
+        ck(anonymous.get("/console/style.css"))
+        ck(anonymous.get("/console/nothing.js"))
+        ck(anonymous.get("/v1/agents"))
+
+        created = ck(admin.post("/v1/agents", json={"agent_id": "walk", "policy": POLICY}))
+        ck(admin.post("/v1/agents", json={"agent_id": "walk", "policy": POLICY}))  # 409
+        ck(admin.post("/v1/agents", json={"agent_id": "bad id", "policy": POLICY}))  # 400
+        ck(admin.post("/v1/agents", json={"agent_id": "other", "policy": POLICY}))
+        ck(admin.get("/v1/agents"))
+        with server.client(created["token"]) as agent:
+            base = "/v1/agents/walk"
+            ck(agent.get(base))
+            ck(agent.get("/v1/agents/other"))  # 403
+            ck(agent.get("/v1/agents"))  # 403
+            ck(admin.get(f"{base}/token"))
+            ck(admin.get("/v1/agents/ghost"))  # 404
+            allowed = ck(agent.post(f"{base}/actions", json={"tool": "search", "input": [1]}))
+            assert allowed["decision"] == "allowed"
+            key = {"Idempotency-Key": "k-1"}
+            ck(agent.post(f"{base}/actions", json={"tool": "search", "cost": 1.5}, headers=key))
+            ck(agent.post(f"{base}/actions", json={"tool": "search", "cost": 1.5}, headers=key))
+            ck(agent.post(f"{base}/actions", json={"tool": "search"}, headers=key))  # 409
+            pending = ck(agent.post(f"{base}/actions", json={"tool": "send_email"}))
+            assert pending["decision"] == "pending_approval"
+            held = pending["action_id"]
+            ck(agent.get(f"{base}/actions/{held}", params={"wait": "0.1"}))
+            ck(agent.get(f"{base}/actions/{held}", params={"wait": "61"}))  # 400
+            ck(agent.get(f"{base}/actions/act-999"))  # 404 unknown_action
+            ck(admin.get(f"{base}/actions/pending"))
+            ck(agent.get(f"{base}/actions/pending"))  # 403
+            ck(admin.post(f"{base}/actions/{held}/approve", json={"approver": "ann", "note": "ok"}))
+            ck(agent.get(f"{base}/actions/{held}"))
+            ck(admin.post(f"{base}/actions/{held}/approve", json={"approver": "ann"}))  # 409
+            second = ck(agent.post(f"{base}/actions", json={"tool": "send_email"}))["action_id"]
+            ck(admin.post(f"{base}/actions/{second}/reject", json={"approver": "ann"}))  # 400
+            ck(
+                admin.post(
+                    f"{base}/actions/{second}/reject",
+                    json={"approver": "ann", "reason": "no", "scar": "minor"},
+                )
+            )
+            ck(agent.get(f"{base}/actions/{second}"))
+            ck(agent.post(f"{base}/actions/{allowed['action_id']}/outcome", json={"status": "x"}))
+            ck(
+                agent.post(
+                    f"{base}/actions/{allowed['action_id']}/outcome", json={"status": "harmful"}
+                )
+            )
+            ck(
+                agent.post(
+                    f"{base}/actions/{allowed['action_id']}/outcome", json={"status": "success"}
+                )
+            )
+            ck(
+                agent.post(
+                    f"{base}/actions/{allowed['action_id']}/outcome", json={"status": "success"}
+                )
+            )
+            ck(agent.post(f"{base}/actions", json={"tool": "unknown_tool"}))  # default rule
+            ck(admin.put(f"{base}/policy", json={**POLICY, "default": None}))
+            denied = ck(agent.post(f"{base}/actions", json={"tool": "unknown_tool"}))
+            assert denied["reason"]["code"] == "tool_not_allowed"
+            ck(agent.get(f"{base}/actions/{denied['action_id']}"))
+            ck(admin.put(f"{base}/policy", json={**POLICY, "budgett": 1}))  # 400
+            ck(
+                admin.post(
+                    f"{base}/scars", json={"severity": "minor", "reason": "r", "action_id": "act-1"}
+                )
+            )
+            ck(
+                admin.post(
+                    f"{base}/scars",
+                    json={"severity": "minor", "reason": "r", "action_id": "act-99"},
+                )
+            )
+            ck(agent.post(f"{base}/scars", json={"severity": "minor", "reason": "r"}))  # 403
+            ck(admin.get(f"{base}/log"))
+            ck(admin.get(f"{base}/log", params={"after": 3, "limit": 2}))
+            ck(admin.get(f"{base}/log", params={"limit": 0}))  # 400
+            ck(admin.get(f"{base}/verify"))
+            held = ck(agent.post(f"{base}/actions", json={"tool": "send_email"}))["action_id"]
+            ck(admin.post(f"{base}/terminate", json={"reason": "done", "by": "ann"}))
+            ck(admin.post(f"{base}/terminate", json={"reason": "done", "by": "ann"}))  # 409
+            ck(admin.post(f"{base}/actions/{held}/approve", json={"approver": "ann"}))  # terminated
+            ck(agent.post(f"{base}/actions", json={"tool": "search"}))  # terminated
+            ck(admin.put(f"{base}/policy", json=POLICY))  # 409
+            ck(agent.get(base))
+        ck(admin.post("/v1/agents", content=b"x" * (1024 * 1024 + 1)))  # 413
+        ck(admin.post("/v1/agents", content=b"{"))  # 400
+        ck(anonymous.post("/v1/agents", json={}))  # 401
+
+        # budget exhausted by an allowed action: still `allowed`, then terminated
+        ck(
+            admin.post(
+                "/v1/agents", json={"agent_id": "spender", "policy": {**POLICY, "budget": 1}}
+            )
+        )
+        ck(admin.post("/v1/agents/spender/actions", json={"tool": "search"}))
+        ck(admin.post("/v1/agents/spender/actions", json={"tool": "search"}))  # terminated
+        # a fatal scar
+        ck(admin.post("/v1/agents/other/scars", json={"severity": "fatal", "reason": "r"}))
+        ck(admin.post("/v1/agents/other/actions", json={"tool": "search"}))
+
+        # a tampered log: verify fails; after a restart the agent is quarantined
+        log_path = server.data_dir / "agents" / "walk.jsonl"
+        lines = log_path.read_bytes().split(b"\n")
+        lines[2] = lines[2].replace(b'"search"', b'"seArch"', 1)
+        log_path.write_bytes(b"\n".join(lines))
+        report = ck(admin.get("/v1/agents/walk/verify"))
+        assert report["ok"] is False
+    server.restart()
+    with server.client(server.admin_token) as admin:
+        listed = ck(admin.get("/v1/agents"))
+        assert {e["agent_id"]: e["state"] for e in listed["agents"]}["walk"] == "quarantined"
+        ck(admin.get("/v1/agents/walk"))  # 503 quarantined
+        ck(admin.post("/v1/agents/walk/actions", json={"tool": "search"}))
+    # without the signing key the service is read-only
+    server.stop()
+    (server.data_dir / "keys" / "audit.key").unlink()
+    server.start()
+    with server.client(server.admin_token) as admin:
+        ck(admin.post("/v1/agents", json={"agent_id": "late", "policy": POLICY}))  # 503
+        ck(admin.post("/v1/agents/spender/scars", json={"severity": "minor", "reason": "r"}))
+        ck(admin.get("/v1/agents/spender/verify"))
+
+    statuses = {status for _, _, status in conf.seen}
+    assert {"200", "201", "400", "401", "403", "404", "409", "413", "503"} <= statuses
+    operations = {(path, method) for path, method, _ in conf.seen}
+    assert operations == {(path, method) for path, method, _ in _operations(doc)}
