@@ -1,0 +1,189 @@
+"""Shared helpers for the agent-actor tests: a registry on a tmp data dir with
+a clock the test moves, policies from plain dicts, and the replay check that
+the state rebuilt from disk equals the live state."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import nacl.signing
+
+from agents_runtime import canonical
+from agents_runtime.actor import AgentRef
+from agents_runtime.datadir import DataDir
+from agents_runtime.keys import Signer
+from agents_runtime.policy import Policy, parse_policy
+from agents_runtime.registry import Registry
+from agents_runtime.replay import load_log
+from agents_runtime.state import AgentState, action_json, pending_json, status_json
+
+# 2026-01-01T00:00:00Z: a round start so rate-window arithmetic reads easily.
+T0 = 1_767_225_600.0
+AGENT = "agent-1"
+
+
+# The fixed test key: every test data dir signs with it, so a test can forge
+# a correctly signed record (and audit replay must still catch it).
+TEST_SEED = bytes(range(32))
+TEST_SIGNER = Signer(TEST_SEED)
+TEST_PUBLIC_KEY = TEST_SIGNER.public_key
+
+
+def write_test_keys(root: Path) -> None:
+    """Key files for a test data dir, written without the fsyncs of real key
+    creation (which would dominate the run time of these tests)."""
+    keys = root / "keys"
+    keys.mkdir(mode=0o700, parents=True, exist_ok=True)
+    public = bytes(nacl.signing.SigningKey(TEST_SEED).verify_key)
+    files = {
+        "audit.key": TEST_SEED.hex().encode() + b"\n",
+        "audit.pub": public.hex().encode() + b"\n",
+        "token.key": bytes(range(100, 132)),
+        "admin.token": b"test-admin-token\n",
+    }
+    for name, data in files.items():
+        path = keys / name
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+
+class FakeClock:
+    """A clock that only moves when the test says so."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def D(text: str | int) -> Decimal:
+    return Decimal(str(text))
+
+
+def policy(**overrides: Any) -> Policy:
+    """A policy from JSON-shaped keys; numbers may be given as str or int."""
+    raw: dict[str, Any] = {"budget": 100, "scar_limit": 10, "tools": {"read": {"cost": 1}}}
+    raw.update(overrides)
+    return parse_policy(canonical.loads(canonical.dumps(_decimals(raw))))
+
+
+def _decimals(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _decimals(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decimals(v) for v in value]
+    return value
+
+
+@contextlib.asynccontextmanager
+async def running_registry(
+    root: Path, *, clock: FakeClock | None = None
+) -> AsyncIterator[Registry]:
+    """A started registry on ``root`` (created if needed), stopped on exit."""
+    data_dir = DataDir(root)
+    write_test_keys(root)
+    ring = data_dir.prepare()
+    registry = Registry(data_dir, ring, clock=clock or FakeClock())
+    registry.load()
+    await registry.start()
+    try:
+        yield registry
+    finally:
+        await registry.stop()
+
+
+class Harness:
+    """One agent in a running registry: ask it commands, look at its state."""
+
+    def __init__(self, registry: Registry, agent_id: str, clock: FakeClock) -> None:
+        self.registry = registry
+        self.agent_id = agent_id
+        self.clock = clock
+        self.ref: AgentRef = registry.ref(agent_id)
+
+    async def ask(self, command: Any) -> Any:
+        return await self.ref.ask(command)
+
+    @property
+    def state(self) -> AgentState:
+        return live_state(self.registry, self.agent_id)
+
+    @property
+    def path(self) -> Path:
+        return self.registry.data_dir.log_path(self.agent_id)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [canonical.loads(line) for line in self.path.read_bytes().splitlines()]
+
+    def kinds(self) -> list[str]:
+        return [r["kind"] for r in self.records()]
+
+    def check_replay(self) -> None:
+        assert_replay_matches(self.registry, self.agent_id)
+
+
+@contextlib.asynccontextmanager
+async def running_agent(
+    root: Path,
+    agent_policy: Policy | None = None,
+    *,
+    clock: FakeClock | None = None,
+    agent_id: str = AGENT,
+) -> AsyncIterator[Harness]:
+    """A registry with one freshly created agent. On a clean exit the state
+    rebuilt from disk must equal the live state."""
+    clock = clock or FakeClock()
+    async with running_registry(root, clock=clock) as registry:
+        await registry.create(agent_id, agent_policy or policy())
+        harness = Harness(registry, agent_id, clock)
+        yield harness
+        harness.check_replay()
+
+
+def live_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
+    return registry.actors[agent_id].state
+
+
+def snapshot(state: AgentState) -> dict[str, Any]:
+    """Everything observable about an agent, as canonical JSON text."""
+    view = {
+        "status": status_json(state),
+        "actions": [action_json(a) for a in state.actions.values()],
+        "pending": [pending_json(a) for a in state.pending.values()],
+        "first_decisions": [a.first_decision for a in state.actions.values()],
+        "tool_calls": state.tool_calls,
+        "rate_window": [Decimal(repr(t)) for t in state.rate_window],
+        "idempotency": state.idempotency,
+        "terminated_by": state.terminated_by,
+        "last_ts": state.last_ts,
+    }
+    return canonical.loads(canonical.dumps(view))
+
+
+def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
+    """The state rebuilt from the agent's file on disk; fails if it does not verify."""
+    path = registry.data_dir.log_path(agent_id)
+    loaded = load_log(path, agent_id, registry.ring.public_key)
+    assert loaded.failure is None, loaded.failure
+    assert loaded.contents.torn_tail is None
+    assert loaded.state is not None
+    return loaded.state
+
+
+def assert_replay_matches(registry: Registry, agent_id: str = AGENT) -> None:
+    assert snapshot(replayed_state(registry, agent_id)) == snapshot(live_state(registry, agent_id))
