@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from agents_runtime.errors import (
     ReadOnly,
 )
 from agents_runtime.keys import KeyRing
-from agents_runtime.logfile import LogFile, move_torn_tail
+from agents_runtime.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail
 from agents_runtime.policy import Policy, policy_json
 from agents_runtime.record import Head, genesis_fields, seal, timestamp
 from agents_runtime.replay import Loaded, load_log
@@ -53,11 +54,14 @@ class Registry:
         *,
         committer: Committer | None = None,
         clock: Clock = wall_clock,
+        io_for: Callable[[str], FileIO] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.ring = ring
         self.committer = committer or Committer()
         self.clock = clock
+        # The system calls each agent's log is written with (tests inject faults here).
+        self.io_for = io_for or (lambda agent_id: DEFAULT_IO)
         self.actors: dict[str, AgentActor] = {}
         self.quarantined: dict[str, Failure] = {}
         self._creating: set[str] = set()
@@ -96,7 +100,10 @@ class Registry:
                 )
             move_torn_tail(path, contents)
         length = path.stat().st_size
-        logfile = _ReadOnlyLog(path) if self.ring.read_only else LogFile.open(path)
+        if self.ring.read_only:
+            logfile: LogFile = _ReadOnlyLog(path)
+        else:
+            logfile = LogFile.open(path, self.io_for(agent_id))
         self.actors[agent_id] = self._actor(loaded.state, logfile, length)
         return True
 
@@ -197,7 +204,8 @@ class Registry:
             data = b"".join(lines)
             path = self.data_dir.log_path(agent_id)
             try:
-                logfile = await asyncio.to_thread(LogFile.create, path, data)
+                io = self.io_for(agent_id)
+                logfile = await asyncio.to_thread(LogFile.create, path, data, io)
             except FileExistsError:
                 raise AgentExists(f"agent {agent_id} already exists") from None
             except LogWriteError as exc:

@@ -1,0 +1,141 @@
+"""Fault injection for the reliability tests. TEST-ONLY: never set it in production.
+
+guardd reads the environment variable ``GUARD_TEST_FAULTS`` once at startup.
+When it is set, the log of each agent it names is written through a
+``FaultyIO`` instead of the real ``FileIO``, so the tests can prove what the
+service does when a disk fails (DECISIONS.md section 5: the request gets 500
+``internal``, the agent accepts no more writes until restart, its state never
+runs ahead of its file). Unset or empty, nothing changes.
+
+The value is a comma-separated list of ``<agent_id>:<fault>[:<after>]``:
+
+- ``fault`` is one of
+
+  - ``short_write``: the first write of the failing append writes only the
+    first half of its first line, the next write fails with ``EIO`` (a partial
+    line is left on disk, as a crash in the middle of a write leaves one);
+  - ``eio_write``: every write fails with ``EIO``, nothing reaches the file;
+  - ``eio_fsync``: writes succeed, the fsync fails with ``EIO``;
+
+- ``after`` (default 0) is how many appends of this process succeed before
+  the fault strikes. An append is the writes and the fsync of one group
+  commit; writing a new log (agent creation) counts as one.
+
+Example: ``GUARD_TEST_FAULTS="agent-7:eio_fsync:3,agent-9:short_write"``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from agents_runtime.datadir import valid_agent_id
+from agents_runtime.logfile import DEFAULT_IO, FileIO
+
+log = logging.getLogger("agents_runtime.faults")
+
+ENV_VAR = "GUARD_TEST_FAULTS"
+SHORT_WRITE = "short_write"
+EIO_WRITE = "eio_write"
+EIO_FSYNC = "eio_fsync"
+FAULTS = (SHORT_WRITE, EIO_WRITE, EIO_FSYNC)
+
+IoFor = Callable[[str], FileIO]
+
+
+class FaultSpecError(ValueError):
+    """``GUARD_TEST_FAULTS`` does not follow the format above."""
+
+
+@attrs.frozen
+class Fault:
+    agent_id: str
+    kind: str  # one of FAULTS
+    after: int = 0  # appends that succeed first
+
+
+class FaultyIO(FileIO):
+    """A FileIO that fails as its Fault says once ``after`` appends succeeded."""
+
+    def __init__(self, fault: Fault) -> None:
+        self.fault = fault
+        self.appends = 0  # appends completed (fsync returned)
+        self._short_written = False
+
+    @property
+    def armed(self) -> bool:
+        return self.appends >= self.fault.after
+
+    def _eio(self, call: str) -> OSError:
+        return OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected {call} fault)")
+
+    def write(self, fd: int, data: memoryview) -> int:
+        if self.armed and self.fault.kind == EIO_WRITE:
+            raise self._eio("write")
+        if self.armed and self.fault.kind == SHORT_WRITE:
+            if self._short_written:
+                raise self._eio("write")
+            self._short_written = True
+            newline = bytes(data).find(b"\n")
+            line_length = newline if newline >= 0 else len(data)
+            return super().write(fd, data[: max(1, line_length // 2)])
+        return super().write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        if self.armed and self.fault.kind == EIO_FSYNC:
+            raise self._eio("fsync")
+        super().fsync(fd)
+        self.appends += 1
+
+
+def parse_faults(text: str) -> list[Fault]:
+    """Parse the value of ``GUARD_TEST_FAULTS``; raise FaultSpecError."""
+    faults: list[Fault] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        fields = item.split(":")
+        if len(fields) not in (2, 3):
+            raise FaultSpecError(f"{ENV_VAR}: {item!r} is not <agent_id>:<fault>[:<after>]")
+        agent_id, kind = fields[0], fields[1]
+        if not valid_agent_id(agent_id):
+            raise FaultSpecError(f"{ENV_VAR}: {agent_id!r} is not an agent ID")
+        if kind not in FAULTS:
+            raise FaultSpecError(f"{ENV_VAR}: fault {kind!r} is not one of {', '.join(FAULTS)}")
+        after = fields[2] if len(fields) == 3 else "0"
+        if not after.isdigit():
+            raise FaultSpecError(f"{ENV_VAR}: after {after!r} is not a whole number")
+        faults.append(Fault(agent_id, kind, int(after)))
+    return faults
+
+
+def io_for_faults(faults: list[Fault]) -> IoFor:
+    """The ``io_for`` hook of the Registry: a fresh FaultyIO for each log opened
+    for a named agent, the real FileIO for every other."""
+    by_agent = {fault.agent_id: fault for fault in faults}
+
+    def io_for(agent_id: str) -> FileIO:
+        fault = by_agent.get(agent_id)
+        return DEFAULT_IO if fault is None else FaultyIO(fault)
+
+    return io_for
+
+
+def io_for_from_env(env: Mapping[str, str]) -> IoFor | None:
+    """The hook ``GUARD_TEST_FAULTS`` asks for, or None when it is unset or empty."""
+    faults = parse_faults(env.get(ENV_VAR, ""))
+    if not faults:
+        return None
+    for fault in faults:
+        log.warning(
+            "TEST FAULT INJECTION (%s): the log of agent %s fails with %s after %d appends",
+            ENV_VAR,
+            fault.agent_id,
+            fault.kind,
+            fault.after,
+        )
+    return io_for_faults(faults)
