@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from client_sdk import AdminClient, AsyncGuardClient, GuardClient, GuardSetupError
+from client_sdk import AdminClient, AsyncGuardClient, GuardClient, GuardSetupError, Unauthorized
 
 AGENT_TOKEN = "agt_mail-bot.c2VjcmV0LW1hYw"
 
@@ -223,3 +223,49 @@ def test_token_without_agent_id_needs_the_agent_id_argument(cwd):
         GuardClient("opaque-token")
     with GuardClient("opaque-token", agent_id="bot") as client:
         assert client.agent_id == "bot"
+
+
+# ---- against a real server ------------------------------------------------------
+# guard_server keeps its data in tmp_path / "guard-data": the default data directory
+# once the test has moved into tmp_path.
+
+
+def test_admin_client_with_nothing_configured_but_guard_url_finds_the_token_file(
+    cwd, guard_server, monkeypatch
+):
+    monkeypatch.setenv("GUARD_URL", guard_server.url)
+    with AdminClient() as admin:
+        assert admin.list_agents() == []
+        assert admin.token_source == str(guard_server.data_dir / "keys" / "admin.token")
+
+
+@pytest.mark.parametrize(
+    ("env_token", "dotenv_token"),
+    [
+        pytest.param("wrong", "right", id="environment-before-dotenv"),
+        pytest.param(None, "wrong", id="dotenv-before-token-file"),
+    ],
+)
+def test_the_token_found_first_in_the_order_is_the_one_sent(
+    cwd, guard_server, monkeypatch, env_token, dotenv_token
+):
+    if env_token:
+        monkeypatch.setenv("GUARD_ADMIN_TOKEN", env_token)
+    right = guard_server.admin_token
+    (cwd / ".env").write_text(
+        f"GUARD_URL={guard_server.url}\n"
+        f"GUARD_ADMIN_TOKEN={right if dotenv_token == 'right' else dotenv_token}\n"
+    )
+    with AdminClient() as admin, pytest.raises(Unauthorized):
+        admin.list_agents()
+    with AdminClient(token=right) as admin:
+        assert admin.list_agents() == []
+
+
+async def test_agent_client_from_guard_agent_token(cwd, guard_server, monkeypatch):
+    with AdminClient(guard_server.admin_token, base_url=guard_server.url) as admin:
+        created = admin.create_agent("env-bot", {"budget": 1, "scar_limit": 1, "tools": {}})
+    monkeypatch.setenv("GUARD_URL", guard_server.url)
+    monkeypatch.setenv("GUARD_AGENT_TOKEN", created.token)
+    async with AsyncGuardClient() as client:
+        assert (await client.status())["agent_id"] == "env-bot"
