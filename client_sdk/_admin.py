@@ -82,7 +82,7 @@ class AdminClient(_BaseAdminClient):
         return self._http.send(self._core.agent(agent_id).status())
 
     def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> dict[str, Any]:
-        """Replace a live agent's policy (``PUT .../policy``)."""
+        """Replace a live agent's policy (``PUT .../policy``); returns the agent status."""
         return self._http.send(self._core.set_policy(agent_id, policy))
 
     def request_action(

@@ -50,6 +50,18 @@ class GuardError(Exception):
         self.status = status
         self.code = code or self.default_code
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other constructor arguments: pickle the state instead,
+        # so errors survive a trip through multiprocessing or concurrent.futures.
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(cls: type[GuardError], args: tuple[Any, ...], state: dict[str, Any]) -> GuardError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class GuardSetupError(GuardError):
     """Something the client needs (a token, the address) is missing or malformed."""

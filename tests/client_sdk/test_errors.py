@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 
@@ -134,3 +135,21 @@ def test_every_client_error_is_a_guard_error_with_status_code_and_message():
     assert ApprovalTimeout("act-1", 2.5).message == (
         "action act-1 is still pending approval after 2.5s; it stays pending on the service"
     )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(
+            ActionDenied("act-2", {"code": "rejected", "by": "a", "reason": "no"}), id="denied"
+        ),
+        pytest.param(ApprovalTimeout("act-1", 3), id="timeout"),
+        pytest.param(error_from_response(409, _body("invalid_state"), resent=True), id="api"),
+        pytest.param(GuardSetupError("no admin token", looked_at=["x"]), id="setup"),
+    ],
+)
+def test_errors_survive_pickling_with_their_fields(error):
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
+    assert type(copy) is type(error)
+    assert copy.__dict__ == error.__dict__
+    assert str(copy) == str(error)

@@ -163,3 +163,26 @@ def test_connection_refused_is_retried_then_raised_as_transport_error():
         ),
     ):
         c.status()
+
+
+def test_tool_exception_is_raised_even_when_its_failure_report_cannot_be_delivered(
+    server, new_agent, admin, caplog
+):
+    created = new_agent()
+    boom = RuntimeError("disk full")
+
+    def tool() -> None:
+        raise boom
+
+    retry = Retry(attempts=2, base_delay=0.01)
+    with (
+        Proxy(server.port, plan=["forward", "unavailable", "unavailable"]) as proxy,
+        GuardClient(created.token, base_url=proxy.url, retry=retry) as client,
+        pytest.raises(RuntimeError) as info,
+    ):
+        client.guarded(tool, name="search")()
+    assert info.value is boom
+    assert caplog.messages == [
+        "could not report the failure of action act-1: 503 overload: gateway is overloaded"
+    ]
+    assert admin.get_action(created.agent_id, "act-1").status == "allowed"
