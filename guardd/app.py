@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 from quart import Quart, Response, request
+from werkzeug.exceptions import HTTPException
 
 import console
 from agents_runtime import commands as c
@@ -68,6 +69,20 @@ def create_app(guard: Guard) -> Quart:
     async def _headers(response: Response) -> Response:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "no-referrer")
+        return response
+
+    @app.after_request
+    async def _finish_body(response: Response) -> Response:
+        # An answer given before the body was read (401, 403, 404, 503, ...):
+        # Hypercorn drops a keep-alive connection whose request body has not
+        # fully arrived when the answer ends, without saying so, and the
+        # client's next request on it fails with "server disconnected". Read
+        # the rest (at most MAX_BODY); when a body is too large or too slow,
+        # the answer says instead that the connection closes.
+        try:
+            await request.get_data(cache=False)
+        except HTTPException:  # too large, or too slow to arrive
+            response.headers["Connection"] = "close"
         return response
 
     def caller() -> Caller:
