@@ -61,6 +61,7 @@ class Proxy:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
 
     @property
     def url(self) -> str:
@@ -91,10 +92,15 @@ class Proxy:
         self._server.close()
         for writer in list(self._writers):
             writer.close()
+        if self._handlers:  # closed connections end their handlers promptly
+            await asyncio.wait(self._handlers, timeout=5)
         await self._server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
             while (message := await _read_message(reader)) is not None:
@@ -128,3 +134,4 @@ class Proxy:
                 upstream[1].close()
             writer.close()
             self._writers.discard(writer)
+            self._handlers.discard(task)
