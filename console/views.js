@@ -424,10 +424,9 @@ export function agentDetail(agentId, logTail) {
   const noScars = h("p", { class: "empty", testid: "detail-no-scars" }, "No scars.");
   const logBody = h("tbody", { testid: "log-records" });
   const error = errorLine("detail-error");
-  const el = h(
+  const content = h(
     "div",
-    { class: "detail", "data-agent-id": agentId },
-    error.el,
+    { hidden: true }, // until the status has loaded
     status,
     h("h3", {}, "Scars"),
     noScars,
@@ -440,6 +439,7 @@ export function agentDetail(agentId, logTail) {
       logBody,
     ),
   );
+  const el = h("div", { class: "detail", "data-agent-id": agentId }, error.el, content);
   let lastSeq = null;
 
   function fact(label, testid, ...value) {
@@ -481,6 +481,7 @@ export function agentDetail(agentId, logTail) {
         ),
       );
       show(noScars, !(s.scars ?? []).length);
+      show(content, true);
     },
     addRecords(records) {
       for (const r of records) {
@@ -489,10 +490,10 @@ export function agentDetail(agentId, logTail) {
           h(
             "tr",
             { testid: "log-record", "data-kind": r.kind, "data-seq": r.seq },
-            h("td", { "data-label": "Seq" }, num(r.seq)),
-            h("td", { "data-label": "Kind" }, h("code", {}, r.kind)),
-            h("td", { "data-label": "Time" }, r.ts ?? ""),
-            h("td", { "data-label": "Hash" }, h("code", { title: r.hash ?? "" }, shortHash(r.hash))),
+            h("td", {}, num(r.seq)),
+            h("td", {}, h("code", {}, r.kind)),
+            h("td", {}, r.ts ?? ""),
+            h("td", {}, h("code", { title: r.hash ?? "" }, shortHash(r.hash))),
           ),
         );
         lastSeq = Math.max(lastSeq ?? -1, r.seq);

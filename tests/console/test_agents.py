@@ -61,6 +61,10 @@ def test_verify_shows_ok_and_a_tampered_log_shows_quarantined(console: Console) 
     bystander = console.agent("bystander")
     expect(bystander.get_by_test_id("agent-state")).to_have_text("alive")
 
+    row.get_by_test_id("agent-id").click()  # the detail says why there is nothing to show
+    expect(console.testid("detail-error")).to_contain_text("quarantined: ")
+    expect(console.testid("log-table")).to_be_hidden()
+
 
 def test_verify_shows_the_first_bad_record_of_a_log_changed_on_disk(console: Console) -> None:
     server = console.server
