@@ -246,9 +246,18 @@ async function refresh() {
 
 // ---- routing -------------------------------------------------------------
 
-function route() {
+function agentInHash() {
   const match = location.hash.match(/^#\/agents\/(.+)$/);
-  const view = match ? "detail" : location.hash === "#/pending" ? "pending" : "agents";
+  try {
+    return match ? decodeURIComponent(match[1]) : null;
+  } catch {
+    return null; // a malformed escape: show the list
+  }
+}
+
+function route() {
+  const agentId = agentInHash();
+  const view = agentId !== null ? "detail" : location.hash === "#/pending" ? "pending" : "agents";
   for (const section of document.querySelectorAll("section.view")) {
     show(section, section.dataset.view === view);
   }
@@ -257,7 +266,6 @@ function route() {
     else link.removeAttribute("aria-current");
   }
   if (view === "detail") {
-    const agentId = decodeURIComponent(match[1]);
     if (detail?.agentId !== agentId) {
       detail = agentDetail(agentId, LOG_TAIL);
       setText($("detail-id"), agentId);

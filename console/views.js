@@ -325,7 +325,7 @@ function verifyReport(report) {
  */
 export function pendingItem(entry, actions) {
   const { agent_id: agentId, action } = entry;
-  const ago_ = h("span", { class: "ago", testid: "pending-ago" });
+  const since = h("span", { class: "ago", testid: "pending-ago" });
 
   const note = h("input", { testid: "approve-note", maxlength: 1000, placeholder: "note (optional)" });
   const approveButton = h("button", { type: "submit", class: "approve", testid: "approve-button" }, "Approve");
@@ -403,7 +403,7 @@ export function pendingItem(entry, actions) {
       h("div", {}, h("dt", {}, "Action"), h("dd", { testid: "pending-action-id" }, action.action_id)),
       h("div", {}, h("dt", {}, "Requested"),
         h("dd", {}, h("time", { datetime: entry.requested_at, testid: "pending-requested-at" }, entry.requested_at),
-          " (", ago_, ")")),
+          " (", since, ")")),
     ),
     h("pre", { class: "input", testid: "pending-input" }, prettyJson(action.input)),
     h("div", { class: "decisions" }, approveForm, rejectForm),
@@ -412,7 +412,7 @@ export function pendingItem(entry, actions) {
   return {
     el,
     update(e) {
-      setText(ago_, ago(e.requested_at));
+      setText(since, ago(e.requested_at));
     },
   };
 }
