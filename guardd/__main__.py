@@ -6,7 +6,8 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import TextIO
+from collections.abc import Coroutine
+from typing import Any, TextIO
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
@@ -63,14 +64,30 @@ def print_startup(
     print("\n".join(lines), file=out, flush=True)
 
 
-async def _serve(settings: Settings, guard: Guard) -> None:
+def hypercorn_config(host: str, port: int) -> Config:
+    """The Hypercorn settings guardd serves with (bench/floor_app.py reuses them)."""
     config = Config()
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    config.bind = [f"{host}:{settings.port}"]
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = SHUTDOWN_GRACE
     config.keep_alive_timeout = 75
+    return config
+
+
+def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on the event loop guardd serves on: uvloop where available."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        asyncio.run(main)
+    else:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main)
+
+
+async def _serve(settings: Settings, guard: Guard) -> None:
+    config = hypercorn_config(settings.host, settings.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,13 +102,7 @@ async def _serve(settings: Settings, guard: Guard) -> None:
 
 
 def _run(coro_settings: Settings, guard: Guard) -> None:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
-        asyncio.run(_serve(coro_settings, guard))
-    else:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            runner.run(_serve(coro_settings, guard))
+    run_event_loop(_serve(coro_settings, guard))
 
 
 def main(argv: list[str] | None = None) -> int:
