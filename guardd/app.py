@@ -19,7 +19,7 @@ from agents_runtime.datadir import DataDir
 from agents_runtime.keys import KeyRing, agent_token
 from agents_runtime.logfile import split_log
 from agents_runtime.registry import Registry
-from agents_runtime.verify import Report, verify_lines
+from agents_runtime.verify import Checkpoint, Report, verify_lines
 from guardd import bodies
 from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
 from guardd.errors import BadRequest, register_error_handlers
@@ -303,4 +303,8 @@ def _read_records(view: LogView, after: int, limit: int) -> list[Any]:
 
 
 def _verify(view: LogView, agent_id: str, public_key: bytes) -> Report:
-    return verify_lines(_committed_lines(view), public_key=public_key, log_id=agent_id)
+    # The head this process committed is a checkpoint: a file cut short or
+    # rewritten since startup fails, not just one whose chain breaks.
+    checkpoint = Checkpoint(view.head.seq, view.head.hash) if view.head.seq >= 0 else None
+    lines = _committed_lines(view)
+    return verify_lines(lines, public_key=public_key, log_id=agent_id, checkpoint=checkpoint)
