@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Coroutine
@@ -14,6 +15,7 @@ from hypercorn.config import Config
 
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import KeyFileError
+from agents_runtime.faults import FaultSpecError, io_for_from_env
 from agents_runtime.registry import LoadSummary, Registry, quarantine_message
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
@@ -36,7 +38,12 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
-    registry = Registry(data_dir, ring)
+    try:
+        # GUARD_TEST_FAULTS: test-only fault injection (see agents_runtime/faults.py).
+        io_for = io_for_from_env(os.environ)
+    except FaultSpecError as exc:
+        raise SettingsError(str(exc)) from None
+    registry = Registry(data_dir, ring, io_for=io_for)
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source
