@@ -223,8 +223,9 @@ async function refresh() {
   let stale = false;
   try {
     const { agents } = await api.get("/v1/agents");
-    const active = agents.filter((a) => a.state === "active");
-    const results = await Promise.allSettled(active.map((a) => pendingOf(a.agent_id)));
+    // Only agents that have something waiting are asked for their pending list.
+    const waiting = agents.filter((a) => a.state === "active" && a.status.actions_pending > 0);
+    const results = await Promise.allSettled(waiting.map((a) => pendingOf(a.agent_id)));
     const failed = results.find((r) => r.status === "rejected");
     if (failed) throw failed.reason;
     stale = changes !== changesBefore;
