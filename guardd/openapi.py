@@ -810,13 +810,13 @@ def _agent_paths() -> dict[str, Schema]:
                     _param(
                         "after",
                         "query",
-                        _int(-1),
+                        {"type": "integer", "minimum": -1},
                         "Return records after this seq (default -1: from seq 0).",
                     ),
                     _param(
                         "limit",
                         "query",
-                        _int(1),
+                        {"type": "integer", "minimum": 1},
                         f"At most this many records (default {LOG_LIMIT_DEFAULT}; "
                         f"above {LOG_LIMIT_MAX} counts as {LOG_LIMIT_MAX}).",
                     ),
