@@ -39,25 +39,21 @@ def _outside_domain(number: float) -> bool:
     return magnitude == float("inf") or (MAX_SAFE_INT < magnitude < 1e21 and number.is_integer())
 
 
-def _float_text(number: float) -> bytes:
-    # rfc8785 formats str(number); in this range str() has no exponent, so its
-    # output is repr() without a trailing ".0". Same bytes, without the
-    # pure-Python formatter on the verification path.
-    if 1e-4 <= abs(number) < 1e16:
-        text = repr(number)
-        return (text[:-2] if text.endswith(".0") else text).encode()
-    return rfc8785.dumps(number)
-
-
 def _number_text(value: Decimal) -> bytes:
     if not value.is_finite():
         raise CanonicalError("NaN and infinities cannot be written in RFC 8785")
-    if value == value.to_integral_value() and abs(value) <= MAX_SAFE_INT:
-        return str(int(value)).encode()
-    as_float = float(value)
-    if _outside_domain(as_float):
+    number = float(value)
+    magnitude = abs(number)
+    if number.is_integer():
+        if magnitude <= MAX_SAFE_INT:
+            return b"%d" % number
+    elif 1e-4 <= magnitude < 1e16:
+        # rfc8785 formats str(number), which has no exponent in this range:
+        # the same bytes, without its pure-Python formatter on the hot path.
+        return repr(number).encode()
+    if _outside_domain(number):
         raise CanonicalError(f"number out of range: {value}")
-    return _float_text(as_float)
+    return rfc8785.dumps(number)
 
 
 def number_fragment(value: object) -> orjson.Fragment:
@@ -69,7 +65,9 @@ def number_fragment(value: object) -> orjson.Fragment:
 def _for_reference(value: Any) -> Any:
     if isinstance(value, Decimal):
         _number_text(value)  # range checks
-        return int(value) if value == value.to_integral_value() else float(value)
+        if value == value.to_integral_value() and abs(value) <= MAX_SAFE_INT:
+            return int(value)
+        return float(value)  # 1e21 and beyond: rfc8785 refuses such ints
     if isinstance(value, dict):
         return {k: _for_reference(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
