@@ -34,7 +34,10 @@ class Authenticator:
         if not header:
             raise Unauthorized("missing Authorization: Bearer <token> header")
         scheme, _, token = header.partition(" ")
-        token = token.strip()
+        # RFC 6750: "Bearer" 1*SP token. Only ASCII space and tab are trimmed;
+        # str.strip() would also drop \xa0, \x85 and \x1c-\x1f, accepting a
+        # valid token with those bytes around it.
+        token = token.strip(" \t")
         if scheme.lower() != "bearer" or not token:
             raise Unauthorized("Authorization header must be: Bearer <token>")
         if hmac.compare_digest(token.encode("utf-8", "replace"), self.admin_token.encode()):
