@@ -4,6 +4,7 @@ the agent's actor and map the reply; errors are answered by guardd.errors."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -265,13 +266,15 @@ def _console_file(name: str) -> Response:
     return response
 
 
+_INTEGER = re.compile(r"-?[0-9]+")
+_NUMBER = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def _wait_param(text: str | None) -> float:
     if text is None:
         return 0.0
-    try:
-        wait = float(text)
-    except ValueError:
-        wait = -1.0
+    # float() alone would also take " 5", "1_0" and non-ASCII digits such as "٥".
+    wait = float(text) if _NUMBER.fullmatch(text) else -1.0
     if not 0 <= wait <= MAX_WAIT:  # also false for NaN
         raise BadRequest(f"wait must be a number of seconds from 0 to {MAX_WAIT}")
     return wait
@@ -281,7 +284,9 @@ def _int_param(name: str, text: str | None, *, default: int, minimum: int) -> in
     if text is None:
         return default
     try:
-        value = int(text)
+        if not _INTEGER.fullmatch(text):  # int() alone takes " 5", "1_0", "٥"
+            raise ValueError(text)
+        value = int(text)  # ValueError past 4300 digits too
     except ValueError:
         raise BadRequest(f"{name} must be an integer") from None
     if value < minimum:
