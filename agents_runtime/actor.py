@@ -23,7 +23,7 @@ import attrs
 
 from agents_runtime import canonical
 from agents_runtime import commands as c
-from agents_runtime.agent import HANDLERS
+from agents_runtime.agent import HANDLERS, finish_interrupted
 from agents_runtime.errors import (
     AgentError,
     AgentUnavailable,
@@ -194,6 +194,7 @@ class AgentActor:
 
     async def run(self) -> None:
         try:
+            await self._finish_interrupted()
             while True:
                 item = await self.mailbox.get()
                 batch = [item]
@@ -211,6 +212,36 @@ class AgentActor:
             self._fail_waiting(AgentUnavailable("guardd is shutting down"))
             if self.logfile is not None:
                 self.logfile.close()
+
+    async def _finish_interrupted(self) -> None:
+        """Before the first command: finish the last command of the log if a
+        crash cut its records short (agent.finish_interrupted), with the ts
+        of its records."""
+        if self.signer is None or self.fenced is not None or not self.state.last_ts:
+            return
+        self._ts = self.state.last_ts
+        try:
+            finish_interrupted(self.state, self._emit)
+        except Exception as exc:  # a signed last record no command of ours writes
+            self._buffer.clear()
+            self._fence(LogWriteError(f"cannot finish its last command: {exc!r}"))
+            return
+        if not self._buffer:
+            return
+        data = b"".join(self._buffer)
+        self._buffer.clear()
+        log.warning(
+            "agent %s: finishing its last command, which a crash cut short (%d records)",
+            self.state.agent_id,
+            data.count(b"\n"),
+        )
+        try:
+            assert self.logfile is not None
+            await self.committer.append(self.logfile, data)
+        except LogWriteError as exc:
+            self._fence(exc)
+        else:
+            self.committed_length += len(data)
 
     async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
         replies: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []

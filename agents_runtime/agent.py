@@ -11,11 +11,12 @@ records they write).
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from agents_runtime import commands as c
 from agents_runtime.canonical import dumps
-from agents_runtime.checks import Verdict, decide
+from agents_runtime.checks import DENY_SCARS, Verdict, decide
 from agents_runtime.errors import (
     AlreadyTerminated,
     Forbidden,
@@ -31,6 +32,7 @@ from agents_runtime.state import (
     Action,
     AgentState,
     action_json,
+    parse_ts,
     pending_json,
     status_json,
 )
@@ -79,6 +81,27 @@ def _terminate_if_due(state: AgentState, emit: Emit, *, fatal: bool = False) -> 
         emit({"kind": "terminated", "reason": "scar_limit", "by": SYSTEM})
 
 
+def _terminate_if_exhausted(state: AgentState, emit: Emit, charge: Decimal) -> None:
+    # Only a positive charge that brings remaining to exactly 0 terminates.
+    if charge > ZERO and state.remaining == ZERO and state.alive:
+        emit({"kind": "terminated", "reason": "budget_exhausted", "by": SYSTEM})
+
+
+def _denial_scar(state: AgentState, emit: Emit, action_id: str, reason: dict[str, Any]) -> None:
+    severity = DENY_SCARS[reason["code"]]
+    if severity is not None:
+        add_scar(state, emit, severity, f"denied: {reason['code']}", action_id, SYSTEM)
+
+
+def _outcome_scar(
+    state: AgentState, emit: Emit, action_id: str, outcome: str, detail: str | None
+) -> None:
+    severity = OUTCOME_SCARS[outcome]
+    if severity is not None:
+        reason = f"outcome: {outcome}" + (f": {detail}" if detail else "")
+        add_scar(state, emit, severity, reason, action_id, SYSTEM)
+
+
 def conclude(
     state: AgentState,
     emit: Emit,
@@ -107,8 +130,7 @@ def conclude(
             "cost": verdict.charge,
             "remaining": state.remaining,
         }
-        if verdict.charge > ZERO and state.remaining == ZERO and state.alive:
-            emit({"kind": "terminated", "reason": "budget_exhausted", "by": SYSTEM})
+        _terminate_if_exhausted(state, emit, verdict.charge)
         return decision
     if verdict.decision == PENDING:
         emit({"kind": "approval_required", "action_id": action_id, "cost": verdict.charge})
@@ -118,8 +140,7 @@ def conclude(
     if approver is not None:
         denied["by"] = approver
     emit(denied)
-    if verdict.scar is not None:
-        add_scar(state, emit, verdict.scar, f"denied: {reason['code']}", action_id, SYSTEM)
+    _denial_scar(state, emit, action_id, reason)
     return {"decision": "denied", "action_id": action_id, "reason": reason}
 
 
@@ -194,10 +215,7 @@ def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: flo
     if cmd.detail is not None:
         fields["detail"] = cmd.detail
     emit(fields)
-    severity = OUTCOME_SCARS[cmd.outcome]
-    if severity is not None:
-        reason = f"outcome: {cmd.outcome}" + (f": {cmd.detail}" if cmd.detail else "")
-        add_scar(state, emit, severity, reason, action.action_id, SYSTEM)
+    _outcome_scar(state, emit, action.action_id, cmd.outcome, cmd.detail)
     return status_json(state)
 
 
@@ -235,6 +253,39 @@ def get_action(state: AgentState, emit: Emit, cmd: c.GetAction, now: float) -> A
 
 def list_pending(state: AgentState, emit: Emit, cmd: c.ListPending, now: float) -> Any:
     return {"pending": [pending_json(a) for a in state.pending.values()]}
+
+
+def finish_interrupted(state: AgentState, emit: Emit) -> None:
+    """Write what a crash kept the last command from writing.
+
+    A command's records reach the disk in one write, but a crash can cut that
+    write short: startup moves the torn line aside, and the whole lines before
+    it stay in the log. They were never acknowledged, yet they are the log, so
+    the command is finished now as its handler would have finished it (same
+    checks, ``now`` = the ``ts`` of its records), before the agent takes any
+    new command. Otherwise an action could stay undecided for ever (and an
+    Idempotency-Key retry would find no decision), or an agent could stay
+    alive past its scar limit or with its budget spent. A complete last
+    command writes nothing here.
+    """
+    last = state.last_record
+    if last is None:
+        return
+    kind = last["kind"]
+    if kind == "action_requested":
+        action = state.actions[last["action_id"]]
+        verdict = decide(state, action.tool, action.requested_cost, parse_ts(last["ts"]))
+        conclude(state, emit, action.action_id, verdict)
+    elif kind == "action_allowed":
+        _terminate_if_exhausted(state, emit, Decimal(last["cost"]))
+    elif kind == "action_denied":
+        _denial_scar(state, emit, last["action_id"], last["reason"])
+    elif kind == "action_rejected" and last["scar"] is not None:
+        add_scar(state, emit, last["scar"], last["reason"], last["action_id"], last["by"])
+    elif kind == "outcome":
+        _outcome_scar(state, emit, last["action_id"], last["outcome"], last.get("detail"))
+    elif kind in ("scar", "policy"):
+        _terminate_if_due(state, emit, fatal=kind == "scar" and last["severity"] == "fatal")
 
 
 HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {

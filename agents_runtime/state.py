@@ -66,6 +66,7 @@ class AgentState:
     policy: Policy | None = None
     head: Head = attrs.field(factory=Head.empty)
     last_ts: str = ""
+    last_record: dict[str, Any] | None = None  # the newest record (agent.finish_interrupted)
     spent: Decimal = ZERO
     scars: list[Scar] = attrs.field(factory=list)
     scar_score: int = 0
@@ -106,6 +107,7 @@ def apply(state: AgentState, record: dict[str, Any]) -> AgentState:
         handler(state, record)
     state.head = Head(record["seq"], record["hash"])
     state.last_ts = record["ts"]
+    state.last_record = record
     return state
 
 
