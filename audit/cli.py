@@ -1,0 +1,247 @@
+"""The ``audit`` command: offline verification and display of agent logs.
+
+    audit verify <file> [--public-key HEX] [--checkpoint SEQ:HASH] [--log-id ID] [--json]
+    audit show <file> [--json]
+
+Exit status: 0 OK, 1 FAILED (or, for show, a line that is not a record),
+2 usage error or unreadable input. Each subcommand is one ``_add_<name>``
+function listed in SUBCOMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn, TypeAlias
+
+from agents_runtime.datadir import valid_agent_id
+from agents_runtime.verify import Checkpoint
+from audit.errors import AuditError, UsageError
+from audit.show import canonical_lines, table
+from audit.source import FORMAT_NAMES, read_source, shown
+from audit.verification import Outcome, verify_source
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises UsageError instead of printing usage and exiting, so that main
+    reports every error the same way: one line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[_Parser]"
+
+
+def _public_key(text: str) -> bytes:
+    value = text.strip()
+    try:
+        key = bytes.fromhex(value)
+    except ValueError:
+        key = b""
+    if len(key) != 32 or len(value) != 64:
+        raise argparse.ArgumentTypeError(
+            f"must be 64 hex characters (an Ed25519 public key), not {text!r}"
+        )
+    return key
+
+
+def _checkpoint(text: str) -> Checkpoint:
+    try:
+        return Checkpoint.parse(text.strip().lower())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _log_id(text: str) -> str:
+    if not valid_agent_id(text):
+        raise argparse.ArgumentTypeError(
+            f"must be an agent ID (1 to 64 of A-Z a-z 0-9 _ -), not {text!r}"
+        )
+    return text
+
+
+def _add_verify(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "verify",
+        help="verify a log's hash chain and signatures",
+        description=(
+            "Verify a data-dir log (agents/<id>.jsonl) or records saved from "
+            "GET /v1/agents/:id/log. Without --public-key only internal consistency is proven."
+        ),
+    )
+    parser.add_argument("file", type=Path, help="the log file or saved records")
+    parser.add_argument(
+        "--public-key", type=_public_key, metavar="HEX", help="the service's public key (hex)"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        type=_checkpoint,
+        metavar="SEQ:HASH",
+        help="a head recorded earlier: the log must reach it unchanged",
+    )
+    parser.add_argument(
+        "--log-id",
+        type=_log_id,
+        metavar="ID",
+        help="the log_id the genesis record must carry "
+        "(default: <id> for a file named agents/<id>.jsonl)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=_run_verify)
+
+
+def _add_show(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "show",
+        help="print a log's records as a table",
+        description="Print the records of a log or of saved records. Does not verify.",
+    )
+    parser.add_argument("file", type=Path, help="the log file or saved records")
+    parser.add_argument(
+        "--json", action="store_true", help="print one canonical JSON record per line"
+    )
+    parser.set_defaults(run=_run_show)
+
+
+SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (_add_verify, _add_show)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="audit",
+        description="Verify and show Agent Action Guard logs offline.",
+        epilog="The log format: docs/log-format.md.",
+    )
+    subparsers: Subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def _warn(warnings: tuple[str, ...] | list[str]) -> None:
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    source = read_source(args.file)
+    outcome = verify_source(
+        source, public_key=args.public_key, log_id=args.log_id, checkpoint=args.checkpoint
+    )
+    _warn(outcome.warnings)
+    if args.json:
+        print(json.dumps(outcome.to_json()))
+    else:
+        print("\n".join(verify_text(outcome)))
+    return EXIT_OK if outcome.ok else EXIT_FAILED
+
+
+def verify_text(outcome: Outcome) -> list[str]:
+    """The human report of ``audit verify``."""
+    report, source = outcome.report, outcome.source
+    head = report.head
+    lines = []
+    if report.failure is None:
+        span = f" (seq {report.first_seq} to {head.seq})" if head is not None else ""
+        lines.append(f"OK: {report.records} records{span}")
+    else:
+        failure = report.failure
+        where = f"line {failure.line}" + (
+            f" (seq {failure.seq})" if failure.seq is not None else ""
+        )
+        lines.append(f"FAILED: {where}: {failure.reason}")
+        if outcome.detail:
+            lines.append(f"  {outcome.detail}")
+    lines.append(f"file:       {shown(source.path)} ({FORMAT_NAMES[source.format]})")
+    if report.failure is not None:
+        verified = f"{report.records} records before the failure"
+        if head is not None:
+            verified += f" (seq {report.first_seq} to {head.seq})"
+        lines.append(f"verified:   {verified}")
+    if report.first_seq == 0 and report.records:
+        lines.append(f"log_id:     {report.log_id}")
+    elif report.is_slice:
+        lines.append("log_id:     unknown (no genesis record in a slice)")
+    if head is not None:
+        lines.append(f"head:       {head.checkpoint()}")
+    if report.public_key is None:
+        lines.append("public key: none: signatures not checked")
+    elif report.key_trusted:
+        lines.append(f"public key: {report.public_key} (given; every signature matches it)")
+    elif outcome.ok:
+        lines.append(f"public key: {report.public_key} (from the genesis record, not given)")
+    else:
+        lines.append(f"public key: {report.public_key}")
+    if report.is_slice:
+        lines.append(
+            f"slice:      starts at seq {report.first_seq}, not 0: verified its own chain only; "
+            f"records before seq {report.first_seq} are not covered"
+        )
+    if outcome.checkpoint is not None and report.checkpoint_checked:
+        lines.append(f"checkpoint: {outcome.checkpoint.seq}:{outcome.checkpoint.hash} matches")
+    if source.torn_tail is not None:
+        tail = source.torn_tail
+        lines.append(f"torn tail:  line {tail.line}, {tail.size} bytes, not verified")
+    return lines
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    source = read_source(args.file)
+    _warn(
+        [f"line {source.torn_tail.line}: torn tail of {source.torn_tail.size} bytes, not shown"]
+        if source.torn_tail is not None
+        else []
+    )
+    if args.json:
+        unreadable = 0
+        out = []
+        for line, text in canonical_lines(source):
+            if text is None:
+                unreadable += 1
+                _warn([f"line {line} is not a JSON record; skipped"])
+            else:
+                out.append(text)
+        if out:
+            print("\n".join(out))
+    else:
+        rows, unreadable = table(source)
+        print("\n".join(rows))
+    return EXIT_FAILED if unreadable else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``audit`` with ``argv`` (default: the command line); return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        status: int = args.run(args)
+    except AuditError as exc:
+        print(f"audit: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except BrokenPipeError:
+        # The reader went away (audit show ... | head): stop quietly.
+        _silence_stdout()
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("audit: interrupted", file=sys.stderr)
+        return 130
+    return status
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,195 @@
+"""``audit verify``: run a Source through the chain verifier and say what
+the result proves (SERVICE.md, "Audit tool")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from agents_runtime import canonical
+from agents_runtime.errors import CanonicalError, VerificationError
+from agents_runtime.verify import (
+    KEY_MISMATCH,
+    LOG_ID_MISMATCH,
+    NOT_JSON,
+    ChainVerifier,
+    Checkpoint,
+    Failure,
+    Report,
+)
+from audit.source import RECORDS, RESPONSE, Source, data_dir_agent_id, shown
+
+NO_KEY_WARNING = (
+    "no --public-key given: this proves only that the file is internally consistent, "
+    "nothing about who wrote it"
+)
+
+
+@attrs.frozen
+class Expectation:
+    """The log_id the genesis record must carry, and where that came from."""
+
+    log_id: str
+    origin: str  # "--log-id" or "the file name agents/<id>.jsonl"
+
+
+@attrs.frozen
+class Outcome:
+    source: Source
+    report: Report  # its failure's line is the file's line (or position in "records")
+    checkpoint: Checkpoint | None
+    expected: Expectation | None
+    warnings: tuple[str, ...]
+    detail: str | None  # a sentence after the failure reason, for people
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` report: the keys SERVICE.md names, then the
+        documented extras (docs/log-format.md, "The audit tool")."""
+        report, source = self.report, self.source
+        genesis_seen = report.first_seq == 0 and report.records > 0
+        return {
+            "ok": report.ok,
+            "records": report.records,
+            "log_id": report.log_id if genesis_seen else None,
+            "public_key": report.public_key,
+            "key_trusted": report.key_trusted,
+            "head": report.head.to_json() if report.head is not None else None,
+            "failure": report.failure.to_json() if report.failure is not None else None,
+            "file": shown(source.path),
+            "format": source.format,
+            "first_seq": report.first_seq,
+            "signatures_checked": report.signatures_checked,
+            "checkpoint": (
+                {"seq": self.checkpoint.seq, "hash": self.checkpoint.hash}
+                if self.checkpoint is not None
+                else None
+            ),
+            "checkpoint_checked": report.checkpoint_checked,
+            "expected_log_id": self.expected.log_id if self.expected is not None else None,
+            "torn_tail": source.torn_tail.to_json() if source.torn_tail is not None else None,
+            "warnings": list(self.warnings),
+        }
+
+
+def expectation(source: Source, log_id: str | None) -> Expectation | None:
+    if log_id is not None:
+        return Expectation(log_id, "--log-id")
+    agent_id = data_dir_agent_id(source.path)
+    if agent_id is not None:
+        return Expectation(agent_id, f"the file name agents/{agent_id}.jsonl")
+    return None
+
+
+def verify_source(
+    source: Source,
+    *,
+    public_key: bytes | None = None,
+    log_id: str | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> Outcome:
+    """Verify every item of ``source`` in order and report the first failure,
+    its line being the file's line."""
+    expected = expectation(source, log_id)
+    verifier = ChainVerifier(
+        public_key=public_key,
+        log_id=expected.log_id if expected is not None else None,
+        checkpoint=checkpoint,
+    )
+    feed = verifier.feed
+    failure: Failure | None = None
+    try:
+        for position, data in enumerate(source.items, start=1):
+            if data is None:
+                raise VerificationError(Failure(position, None, NOT_JSON))
+            feed(data)
+        verifier.finish()
+    except VerificationError as exc:
+        failure = exc.failure
+    report = verifier.report(failure)
+    if failure is not None:
+        report = attrs.evolve(
+            report, failure=attrs.evolve(failure, line=source.line_of(failure.line))
+        )
+    return Outcome(
+        source=source,
+        report=report,
+        checkpoint=checkpoint,
+        expected=expected,
+        warnings=tuple(_warnings(source, report, public_key is not None)),
+        detail=_detail(source, report, expected),
+    )
+
+
+def _warnings(source: Source, report: Report, key_given: bool) -> list[str]:
+    warnings = []
+    if report.ok and not key_given:
+        if report.signatures_checked:
+            warnings.append(NO_KEY_WARNING)
+        else:
+            warnings.append(
+                f"the records start at seq {report.first_seq}, not 0: with no genesis record "
+                "to take the public key from and no --public-key, signatures were not checked; "
+                "this proves only that the records chain together"
+            )
+    if source.format == RECORDS:
+        warnings.append(
+            "the lines are not in canonical form, so this is not a data-dir log: each record "
+            "was re-canonicalized before verification, which proves the records' content, "
+            "not these bytes"
+        )
+    if source.torn_tail is not None:
+        tail = source.torn_tail
+        warnings.append(
+            f"line {tail.line}: torn tail of {tail.size} bytes without a final newline that "
+            "do not parse (a write cut short by a crash): not verified, not counted"
+        )
+    if source.missing_newline:
+        warnings.append(
+            "the last line has no final newline (a crash cut the write after the record); "
+            "the record itself was verified"
+        )
+    if source.format == RESPONSE and report.ok:
+        warnings.extend(_response_head_warnings(source.response_head, report))
+    return warnings
+
+
+def _response_head_warnings(head: Any, report: Report) -> list[str]:
+    if not isinstance(head, dict) or report.head is None:
+        return []
+    seq, digest = head.get("seq"), head.get("hash")
+    last = report.head
+    if type(seq) is int and seq > last.seq:
+        return [
+            f"the response's head is seq {seq} but its records end at seq {last.seq}: "
+            f"this is one page of the log; fetch the rest with ?after={last.seq}"
+        ]
+    if seq == last.seq and digest != last.hash:
+        return ["the response's head hash is not the hash of its last record"]
+    return []
+
+
+def _detail(source: Source, report: Report, expected: Expectation | None) -> str | None:
+    failure = report.failure
+    if failure is None:
+        return None
+    if failure.reason == LOG_ID_MISMATCH and expected is not None:
+        found = _genesis_field(source, "log_id")
+        return f"the genesis record names {found!r}; {expected.origin} expects {expected.log_id!r}"
+    if failure.reason == KEY_MISMATCH:
+        found = _genesis_field(source, "public_key")
+        return f"the genesis record names public key {found}, not the one given with --public-key"
+    return None
+
+
+def _genesis_field(source: Source, name: str) -> Any:
+    first = source.items[0] if source.items else None
+    try:
+        record = canonical.loads(first) if first is not None else None
+    except CanonicalError:  # pragma: no cover - the verifier read it before failing on it
+        return None
+    return record.get(name) if isinstance(record, dict) else None
