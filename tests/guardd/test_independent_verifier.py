@@ -1,0 +1,164 @@
+"""A log produced through the API verifies with an independent verifier
+(tests/guardd/independent_verifier.py) against ``GET /v1/public-key``: both
+the file in the data directory and the records of ``GET .../log``."""
+
+from __future__ import annotations
+
+import nacl.signing
+import pytest
+
+from tests.guardd import independent_verifier as iv
+from tests.guardd.conftest import Agent, Api, ok
+
+POLICY = {
+    "budget": 10,
+    "scar_limit": 20,
+    "tools": {
+        "search": {"cost": 0.1},
+        "send_email": {"cost": 2.5, "requires_approval": True},
+    },
+    "default": {"cost": 0.000001, "max_calls": 1},
+    "rate_limit": {"max_actions": 100, "window_secs": 0.5},
+}
+UNUSUAL_INPUT = {
+    "numbers": [0.1, -0.0, 1e21, 1.5e-7, 2.50, 100, -3, 9007199254740991, 1e-6],
+    "strings": ["é", "😀", "ﬀ", "\u2028", "\x00\x1f", '"\\/'],
+    "keys": {"é": 1, "z": 2, "😀": 3, "ﬀ": 4, "Z": 5, "\u0080": 6, "": 7},
+    "nested": [[], {}, [None, True, False]],
+}
+
+
+@pytest.fixture(scope="module")
+def logged(api: Api) -> Agent:
+    """An agent whose log holds every record kind and awkward values."""
+    agent = api.create("verified", POLICY)
+    ok(agent.act("search", input=UNUSUAL_INPUT))
+    ok(agent.act("search", input="plain", cost=0.3))
+    ok(agent.act("send_email", input={"to": "bob"}))
+    ok(agent.act("send_email", input={"to": "eve"}))
+    ok(agent.act("unlisted"))
+    ok(agent.act("unlisted"))  # tool_call_limit under the default rule: a scar
+    ok(api.approve(agent, "act-3", approver="carol", note="ok ✓"))
+    ok(api.reject(agent, "act-4", approver="dave", reason="no", scar="moderate"))
+    url = f"{agent.path}/actions/act-1/outcome"
+    ok(agent.client.post(url, json={"status": "failure", "detail": "timeout"}))
+    ok(api.admin.post(f"{agent.path}/scars", json={"severity": "minor", "reason": "r"}))
+    ok(api.admin.put(f"{agent.path}/policy", json=POLICY | {"budget": 11}))
+    headers = {"Idempotency-Key": "idem-1"}
+    ok(agent.client.post(f"{agent.path}/actions", json={"tool": "search"}, headers=headers))
+    ok(api.admin.post(f"{agent.path}/terminate", json={"reason": "done", "by": "op"}))
+    ok(agent.act("search"))  # denied after termination, still logged
+    return agent
+
+
+@pytest.fixture(scope="module")
+def public_key(api: Api) -> str:
+    return ok(api.client().get("/v1/public-key"))["public_key"]  # type: ignore[no-any-return]
+
+
+def _file(api: Api, agent: Agent) -> bytes:
+    return (api.server.data_dir / "agents" / f"{agent.agent_id}.jsonl").read_bytes()
+
+
+def test_log_file_verifies_independently_against_the_public_key(
+    api: Api, logged: Agent, public_key: str
+) -> None:
+    count, head = iv.verify_file(_file(api, logged), public_key_hex=public_key, log_id="verified")
+    assert head == api.status(logged)["head"]
+    report = ok(api.admin.get(f"{logged.path}/verify"))
+    assert (count, head) == (report["records"], report["head"])
+    kinds = {r["kind"] for r in api.records(logged)}
+    assert kinds == {
+        "genesis",
+        "policy",
+        "action_requested",
+        "approval_required",
+        "action_allowed",
+        "action_denied",
+        "action_rejected",
+        "outcome",
+        "scar",
+        "terminated",
+    }
+
+
+def test_records_from_the_log_endpoint_verify_independently(
+    api: Api, logged: Agent, public_key: str
+) -> None:
+    records: list[dict[str, object]] = []
+    after = -1
+    while True:
+        page = ok(api.admin.get(f"{logged.path}/log", params={"after": after, "limit": 7}))
+        if not page["records"]:
+            break
+        records += page["records"]
+        after = page["records"][-1]["seq"]
+    count, head = iv.verify_records(records, public_key_hex=public_key, log_id="verified")
+    assert head == page["head"]
+    assert count == len(records) == head["seq"] + 1
+
+
+def test_records_from_the_log_endpoint_are_the_lines_of_the_file(api: Api, logged: Agent) -> None:
+    lines = _file(api, logged).split(b"\n")[:-1]
+    assert [iv.parse(line) for line in lines] == api.records(logged)
+
+
+def test_the_records_carry_what_decisions_md_says(api: Api, logged: Agent) -> None:
+    records = api.records(logged)
+    genesis, policy = records[0], records[1]
+    assert genesis["log_id"] == "verified"
+    assert genesis["format"] == "guard-log/1"
+    assert policy["policy"]["budget"] == 10
+    requested = next(r for r in records if r["kind"] == "action_requested")
+    assert (requested["action_id"], requested["tool"]) == ("act-1", "search")
+    assert requested["input"]["keys"] == UNUSUAL_INPUT["keys"]
+    allowed = next(r for r in records if r.get("approved_by") == "carol")
+    assert (allowed["kind"], allowed["note"]) == ("action_allowed", "ok ✓")
+    keyed = next(r for r in records if "idempotency_key" in r)
+    assert keyed["idempotency_key"] == "idem-1"
+    terminated = next(r for r in records if r["kind"] == "terminated")
+    assert (terminated["reason"], terminated["by"]) == ("done", "op")
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        pytest.param(
+            lambda lines: (
+                [lines[0], lines[1], lines[2].replace(b'"search"', b'"Search"'), *lines[3:]]
+            ),
+            "hash does not match content",
+            id="changed-byte",
+        ),
+        pytest.param(lambda lines: lines[:3] + lines[4:], "seq out of order", id="dropped-line"),
+        pytest.param(
+            lambda lines: lines[:3] + lines[4:5] + lines[3:4] + lines[5:],
+            "seq out of order",
+            id="swapped-lines",
+        ),
+        pytest.param(
+            lambda lines: [lines[0], lines[1], lines[2].replace(b'{"', b'{ "', 1), *lines[3:]],
+            "not canonical JSON",
+            id="not-canonical",
+        ),
+    ],
+)
+def test_independent_verifier_finds_tampering(
+    api: Api, logged: Agent, public_key: str, tamper: object, reason: str
+) -> None:
+    lines = _file(api, logged).split(b"\n")[:-1]
+    with pytest.raises(iv.Invalid) as caught:
+        iv.verify(tamper(lines), public_key_hex=public_key, log_id="verified")  # type: ignore[operator]
+    assert caught.value.reason == reason
+    assert caught.value.line in (3, 4)
+
+
+def test_independent_verifier_refuses_another_key_and_another_log_id(
+    api: Api, logged: Agent, public_key: str
+) -> None:
+    data = _file(api, logged)
+    other_key = bytes(nacl.signing.SigningKey.generate().verify_key).hex()
+    with pytest.raises(iv.Invalid, match=r"^line 1 \(seq 0\): public key does not match$"):
+        iv.verify_file(data, public_key_hex=other_key, log_id="verified")
+    with pytest.raises(iv.Invalid, match=r"^line 1 \(seq 0\): log_id does not match$"):
+        iv.verify_file(data, public_key_hex=public_key, log_id="someone-else")
