@@ -17,6 +17,7 @@ from agents_runtime.datadir import AGENT_ID
 from agents_runtime.money import LIMIT, PLACES
 from agents_runtime.policy import MAX_TOOL_NAME
 from agents_runtime.state import RECORD_KINDS, SEVERITIES
+from guardd.app import LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX, MAX_IDEMPOTENCY_KEY, MAX_WAIT
 from guardd.bodies import MAX_NAME, MAX_TEXT
 from guardd.errors import STATUS
 from guardd.jsonio import MAX_BODY
@@ -28,9 +29,6 @@ MONEY_LIMIT = int(LIMIT)
 HEX64 = "^[0-9a-f]{64}$"
 ACTION_ID = "^act-[1-9][0-9]*$"
 ERROR_CODES = list(STATUS)  # every code the server can answer, in status order
-LOG_LIMIT_DEFAULT = 500
-LOG_LIMIT_MAX = 5000
-MAX_WAIT = 60
 
 MONEY_RULES = (
     f"An exact decimal: at most {PLACES} decimal places and below {MONEY_LIMIT} "
@@ -207,7 +205,6 @@ def _status_schemas() -> dict[str, Schema]:
         },
         required=["seq", "severity", "reason"],
     )
-    count = _int(0)
     status = _obj(
         {
             "agent_id": _ref("AgentId"),
@@ -226,12 +223,12 @@ def _status_schemas() -> dict[str, Schema]:
                 "description": "budget minus spent. Negative only when a new policy set a "
                 "budget below what was already spent.",
             },
-            "scar_score": count,
+            "scar_score": _int(0),
             "scar_limit": _positive("From the policy."),
             "scars": {"type": "array", "items": _ref("Scar")},
-            "actions_allowed": count,
-            "actions_denied": count,
-            "actions_pending": count,
+            "actions_allowed": _int(0),
+            "actions_denied": _int(0),
+            "actions_pending": _int(0),
             "head": _ref("Head"),
             "public_key": _string(pattern=HEX64, description="Hex Ed25519 public key."),
         },
@@ -689,7 +686,7 @@ def _agent_paths() -> dict[str, Schema]:
                     _param(
                         "Idempotency-Key",
                         "header",
-                        _string(1, 128),
+                        _string(1, MAX_IDEMPOTENCY_KEY),
                         "A repeat with the same key returns the first decision and creates "
                         "nothing; the same key with another body is 409.",
                     ),
