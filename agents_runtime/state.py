@@ -49,6 +49,7 @@ class Action:
     approved_by: str | None = None
     note: str | None = None
     first_decision: dict[str, Any] | None = None
+    allowed_at: float | None = None  # ts of its action_allowed record
 
 
 @attrs.define(slots=True)
@@ -116,8 +117,17 @@ def _genesis(state: AgentState, r: dict[str, Any]) -> None:
 
 
 def _policy(state: AgentState, r: dict[str, Any]) -> None:
-    state.policy = parse_policy(r["policy"])
+    from agents_runtime.checks import charge_for  # checks imports this module
+
+    policy = state.policy = parse_policy(r["policy"])
+    # The window kept for the old policy may be too short for the new one (a
+    # longer window, more actions, or no rate limit before): rebuild it.
+    allowed = (a.allowed_at for a in state.actions.values() if a.allowed_at is not None)
+    state.rate_window = deque(sorted(allowed))
     _trim_window(state)
+    # A held action is charged under the policy in force when it is approved.
+    for action in state.pending.values():
+        action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
 
 
 def _requested(state: AgentState, r: dict[str, Any]) -> None:
@@ -154,7 +164,8 @@ def _allowed(state: AgentState, r: dict[str, Any]) -> None:
     state.spent += action.cost
     state.actions_allowed += 1
     state.tool_calls[action.tool] = state.tool_calls.get(action.tool, 0) + 1
-    state.rate_window.append(parse_ts(r["ts"]))
+    action.allowed_at = parse_ts(r["ts"])
+    state.rate_window.append(action.allowed_at)
     _trim_window(state)
     _decide_first(
         action,
