@@ -309,6 +309,41 @@ def test_rate_limit_window_slides(api: Api) -> None:
     assert ok(agent.act("search"))["decision"] == "allowed"
 
 
+def test_rate_limit_set_by_a_new_policy_counts_actions_allowed_before_it(api: Api) -> None:
+    agent = api.create(policy=policy())
+    for _ in range(3):
+        ok(agent.act("search"))
+    limited = policy(rate_limit={"max_actions": 2, "window_secs": 3600})
+    ok(api.admin.put(f"{agent.path}/policy", json=limited))
+    assert ok(agent.act("search"))["reason"]["code"] == "rate_limited"
+
+
+def test_rate_limit_with_a_longer_window_counts_actions_the_old_window_had_passed(
+    api: Api,
+) -> None:
+    agent = api.create(policy=policy(rate_limit={"max_actions": 1, "window_secs": 0.2}))
+    assert ok(agent.act("search"))["decision"] == "allowed"
+    time.sleep(0.3)
+    assert ok(agent.act("search"))["decision"] == "allowed"
+    longer = policy(rate_limit={"max_actions": 2, "window_secs": 3600})
+    ok(api.admin.put(f"{agent.path}/policy", json=longer))
+    assert ok(agent.act("search"))["reason"]["code"] == "rate_limited"
+
+
+def test_pending_entry_cost_is_the_charge_approval_would_make_under_a_new_policy(
+    api: Api,
+) -> None:
+    agent = api.create(policy=policy())
+    ok(agent.act("send_email", cost=6))
+    ok(agent.act("send_email"))
+    dearer = policy(tools={"send_email": {"cost": 8, "requires_approval": True}})
+    ok(api.admin.put(f"{agent.path}/policy", json=dearer))
+    pending = ok(api.admin.get(f"{agent.path}/actions/pending"))["pending"]
+    assert [p["action"]["cost"] for p in pending] == [8, 8]
+    assert ok(agent.client.get(f"{agent.path}/actions/act-1"))["cost"] == 8
+    assert ok(api.approve(agent, "act-1"))["cost"] == 8
+
+
 def test_cost_above_remaining_is_insufficient_budget_without_a_scar(api: Api) -> None:
     agent = api.create(policy=policy(budget=3))
     ok(agent.act("search", cost=2.5))
