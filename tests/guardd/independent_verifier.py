@@ -139,3 +139,19 @@ def verify_records(
     """Records as parsed from the log endpoint: each written back in canonical form."""
     lines = [rfc8785.dumps(record) for record in records]
     return verify(lines, public_key_hex=public_key_hex, log_id=log_id)
+
+
+def write_log(log_id: str, bodies: list[dict[str, Any]], *, seed: bytes, ts: str) -> bytes:
+    """A log file written from the format description alone: genesis, then one
+    record per body (each holds ``kind`` and that kind's fields)."""
+    key = nacl.signing.SigningKey(seed)
+    public_key_hex = bytes(key.verify_key).hex()
+    genesis = {"kind": "genesis", "format": FORMAT, "log_id": log_id, "public_key": public_key_hex}
+    out: list[bytes] = []
+    prev = ZERO_HASH
+    for seq, body in enumerate([genesis, *bodies]):
+        record = {**body, "seq": seq, "ts": ts, "prev": prev}
+        record["hash"] = prev = content_hash(record)
+        record["sig"] = key.sign(SIGNING_PREFIX + bytes.fromhex(prev)).signature.hex()
+        out.append(rfc8785.dumps(record) + b"\n")
+    return b"".join(out)

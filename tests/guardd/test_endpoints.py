@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from tests.guardd import independent_verifier as iv
 from tests.guardd.conftest import POLICY, Api, assert_error, ok
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -322,3 +325,25 @@ def test_verify_reports_the_first_bad_record_of_a_tampered_log(api: Api) -> None
         "records": 2,
         "failure": {"line": 3, "seq": 2, "reason": "hash does not match content"},
     }
+
+
+@pytest.mark.slow
+def test_log_limit_is_at_most_5000_on_a_long_log(fresh_api: Api) -> None:
+    # A long log written from the format description, signed with the
+    # service's key while it is stopped: the service loads it as its own.
+    api = fresh_api
+    assert api.server.stop() == 0
+    keys = api.server.data_dir / "keys"
+    seed = bytes.fromhex((keys / "audit.key").read_text().strip())
+    policy = {"kind": "policy", "policy": POLICY}
+    data = iv.write_log("long", [policy] * 5000, seed=seed, ts="2026-01-01T00:00:00.000000Z")
+    (api.server.data_dir / "agents" / "long.jsonl").write_bytes(data)
+    api.server.start()
+    path = "/v1/agents/long/log"
+    assert len(ok(api.admin.get(path))["records"]) == 500
+    capped = ok(api.admin.get(path, params={"limit": 5001}))["records"]
+    assert [r["seq"] for r in capped] == list(range(5000))
+    rest = ok(api.admin.get(path, params={"after": 4999, "limit": 5000}))
+    assert rest == {"records": rest["records"][:1], "head": rest["head"]}
+    assert (rest["records"][0]["seq"], rest["head"]["seq"]) == (5000, 5000)
+    assert ok(api.admin.get("/v1/agents/long/verify"))["records"] == 5001

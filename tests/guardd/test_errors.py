@@ -4,6 +4,7 @@ with the ``{error, code}`` body. (401 and 403 are walked in test_auth.py,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -434,3 +435,23 @@ def test_keep_alive_connection_serves_the_next_request_after_an_early_error(api:
         response = api.admin.post("/v1/agents/nobody/actions", json={"tool": "search"})
         assert_error(response, 404, "not_found")
         assert ok(api.admin.get("/healthz")) == {"ok": True}
+
+
+# -- 500 internal ------------------------------------------------------------------------
+
+
+def test_failed_log_write_is_internal_without_details(fresh_api: Api) -> None:
+    api = fresh_api
+    agents_dir = api.server.data_dir / "agents"
+    agents_dir.rename(agents_dir.with_name("agents-away"))
+    agents_dir.write_text("not a directory")  # creating a log now fails in the kernel
+    try:
+        response = api.admin.post("/v1/agents", json=_create("doomed"))
+        error = assert_error(response, 500, "internal")
+        assert re.fullmatch(r"internal error \(request id [0-9a-f]{12}\)", error["error"])
+        assert "agents" not in error["error"]
+    finally:
+        agents_dir.unlink()
+        agents_dir.with_name("agents-away").rename(agents_dir)
+    assert_error(api.admin.get("/v1/agents/doomed"), 404, "not_found")
+    assert ok(api.admin.post("/v1/agents", json=_create("doomed")), 201)

@@ -385,3 +385,19 @@ def test_replacing_token_key_invalidates_every_agent_token(fresh_api: Api) -> No
     token = ok(api.admin.get(f"{agent.path}/token"))["token"]
     assert token != agent.token
     assert ok(api.client(token).get(agent.path))["agent_id"] == "holder"
+
+
+# -- kill -9 ------------------------------------------------------------------------------------
+
+
+def test_kill_9_loses_no_acknowledged_record_and_quarantines_nothing(fresh_api: Api) -> None:
+    api = fresh_api
+    agent = api.create("crashed", _policy())
+    for _ in range(5):
+        ok(agent.act("search"))
+    ok(agent.act("send_email"))
+    before = snapshot(api, [agent])
+    api.server.kill()
+    api.server.start()
+    assert snapshot(api, [agent]) == before
+    assert "agents: 1 loaded, 0 quarantined" in api.server.read_output().split("public key")[-1]
