@@ -73,15 +73,14 @@ def _line_hash(line: bytes, digest: str, sig: str) -> str | None:
     line; the caller then hashes the record."""
     hash_member = b'"hash":"' + digest.encode() + b'",'
     sig_member = b'"sig":"' + sig.encode() + b'",'
-    if line.count(hash_member) != 1 or line.count(sig_member) != 1:
+    around_hash = line.split(hash_member)
+    if len(around_hash) != 2 or sig_member in around_hash[0]:
         return None
-    at_hash, at_sig = line.find(hash_member), line.find(sig_member)
-    body = (
-        line[:at_hash]
-        + line[at_hash + len(hash_member) : at_sig]
-        + line[at_sig + len(sig_member) :]
-    )
-    return hashlib.sha256(body).hexdigest()
+    before, after = around_hash
+    around_sig = after.split(sig_member)  # "sig" sorts after "hash"
+    if len(around_sig) != 2:
+        return None
+    return hashlib.sha256(before + around_sig[0] + around_sig[1]).hexdigest()
 
 
 @attrs.frozen
