@@ -257,13 +257,20 @@ def _console_file(name: str) -> Response:
 
     path = Path(console.STATIC_DIR, name)
     content_type = CONSOLE_TYPES.get(path.suffix)
-    if content_type is None or "/" in name or name.startswith(".") or not path.is_file():
+    if content_type is None or "/" in name or name.startswith(".") or not _is_file(path):
         raise ApiNotFound("no such path")
     response = Response(path.read_bytes(), content_type=content_type)
     response.headers["Content-Security-Policy"] = CONSOLE_CSP
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Cache-Control"] = "no-cache"
     return response
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # e.g. ENAMETOOLONG: no file can have that name
+        return False
 
 
 _INTEGER = re.compile(r"-?[0-9]+")
