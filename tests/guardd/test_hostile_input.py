@@ -361,6 +361,26 @@ def test_agent_ids_that_are_not_ids_never_reach_a_file(hostile: Hostile) -> None
     assert sorted(os.listdir(hostile.server.data_dir)) == ["agents", "keys"]
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("a" * 300 + ".js", id="longer-than-a-file-name"),
+        pytest.param("a" * 5000 + ".css", id="5000-characters"),
+        pytest.param("app.js%00", id="nul-after"),
+        pytest.param("a%00.js", id="nul-inside"),
+        pytest.param("..%2Fapp.py", id="encoded-traversal"),
+        pytest.param("%2e%2e", id="encoded-dots"),
+        pytest.param("..", id="dots"),
+        pytest.param(".hidden.js", id="hidden"),
+        pytest.param("__init__.py", id="python-source"),
+        pytest.param("%ff.js", id="not-utf-8"),
+    ],
+)
+def test_console_names_that_are_not_console_files_are_404(hostile: Hostile, name: str) -> None:
+    answer = hostile.raw(f"GET /console/{name} HTTP/1.1\r\nHost: x".encode())
+    assert_error(answer, 404, "not_found")
+
+
 def test_an_encoded_slash_is_a_slash(hostile: Hostile) -> None:
     # The HTTP layer decodes %2F before routing: "target%2Factions" is the
     # actions path itself, which has no GET; no agent ID can hold a slash.
