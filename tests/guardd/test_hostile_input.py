@@ -426,6 +426,7 @@ BAD_AUTHORIZATION: list[Any] = [
     pytest.param(lambda admin, agent: b"Bearer \xa0" + admin, id="nbsp-admin-token"),
     pytest.param(lambda admin, agent: b"Bearer " + admin + b"\x85", id="admin-token-nel"),
     pytest.param(lambda admin, agent: b"Bearer " + agent + b"\x1f", id="agent-token-us"),
+    pytest.param(lambda admin, agent: b"Bearer " + admin + b"\r\n x", id="folded-line"),
     pytest.param(lambda admin, agent: b"Bearer " + b"x" * 10_000, id="10kB"),
     pytest.param(lambda admin, agent: b"Bearer agt_" + b"a" * 10_000 + b".x", id="10kB-agent"),
 ]
