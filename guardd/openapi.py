@@ -64,7 +64,10 @@ wrong types are 400 `bad_request` whose message names the key path, e.g.
 {PLACES} decimal places and below {MONEY_LIMIT}. Responses write integral
 values without a fraction (`5`) and others in shortest form (`0.3`).
 
-Every `GET` operation also answers `HEAD`.
+Every `GET` operation also answers `HEAD`. Bytes that are not HTTP (a NUL or
+CR in a header, raw non-ASCII in the request target, a header block over
+16 KiB) are refused by the HTTP server before guardd sees them, with a bare
+400 or 431 and no JSON body.
 """
 
 
