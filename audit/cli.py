@@ -21,6 +21,7 @@ from typing import NoReturn, TypeAlias
 from agents_runtime.datadir import valid_agent_id
 from agents_runtime.verify import Checkpoint
 from audit.errors import AuditError, UsageError
+from audit.replay import add_subcommand as _add_replay
 from audit.show import canonical_lines, table
 from audit.source import FORMAT_NAMES, read_source, shown
 from audit.verification import Outcome, verify_source
@@ -112,7 +113,7 @@ def _add_show(subparsers: Subparsers) -> None:
     parser.set_defaults(run=_run_show)
 
 
-SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (_add_verify, _add_show)
+SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (_add_verify, _add_show, _add_replay)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,426 @@
+"""``audit replay``: re-decide every step of a log from its own policy records.
+
+A verified log proves who wrote it, not that the writer followed its policy.
+Replay checks that: it folds the records into agent state with the service's
+own ``state.apply`` and, at each record that starts a command (a request, an
+approval, a rejection, an outcome, an operator scar, a terminate, a policy
+change), rebuilds that command from the record and runs the service's own
+behaviour (``agents_runtime.agent``, which calls ``checks.decide``) on the
+state before it, with the record's ``ts`` as the clock. Every record the
+behaviour writes is compared, field by field, with the next record of the log.
+Any difference is a record the policy would not have made: an
+``action_allowed`` where the checks say ``insufficient_budget``, a wrong charge
+or ``remaining``, a missing automatic termination, anything allowed or charged
+after ``terminated``, a repeated Idempotency-Key that created an action.
+
+The chain is verified first; a log that fails verification is not replayed.
+Records are compared by content; ``seq``, ``ts``, ``prev``, ``hash`` and
+``sig`` are the verifier's business.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agents_runtime import canonical
+from agents_runtime import commands as c
+from agents_runtime.agent import HANDLERS, OPERATOR
+from agents_runtime.errors import AgentError, PolicyError
+from agents_runtime.policy import parse_policy
+from agents_runtime.record import SEALED_FIELDS, ZERO_HASH
+from agents_runtime.state import AgentState, apply, parse_ts
+from audit.errors import UnknownFormat
+from audit.source import read_source, shown
+from audit.verification import verify_source
+
+if TYPE_CHECKING:
+    from audit.cli import Subparsers
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+CHAIN_FIELDS = frozenset({"seq", "ts", "prev"}) | SEALED_FIELDS
+
+
+@attrs.frozen
+class Problem:
+    """A record the policy would not have made (or one it would have made
+    that is missing); ``seq`` is where the log departs from the policy."""
+
+    seq: int
+    action_id: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"seq {self.seq}" + (f" ({self.action_id})" if self.action_id else "")
+        return f"{where}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "action_id": self.action_id, "message": self.message}
+
+
+@attrs.frozen
+class Replay:
+    records: int  # records replayed
+    commands: int  # commands re-run
+    actions: int  # actions the log holds
+    problems: tuple[Problem, ...]
+    state: AgentState | None = attrs.field(eq=False, repr=False)  # the folded state
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "records": self.records,
+            "commands": self.commands,
+            "actions": self.actions,
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+def fields_of(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without the fields that chain and seal it."""
+    return {k: v for k, v in record.items() if k not in CHAIN_FIELDS}
+
+
+def _text(value: Any) -> str:
+    return canonical.dumps(value).decode()
+
+
+def describe(fields: dict[str, Any]) -> str:
+    """A record in a few words: ``action_denied act-3 (insufficient_budget)``."""
+    kind = fields.get("kind")
+    parts = [str(kind)]
+    if fields.get("action_id") is not None:
+        parts.append(str(fields["action_id"]))
+    detail = ""
+    if kind == "action_allowed":
+        detail = f"cost {_text(fields.get('cost'))}, remaining {_text(fields.get('remaining'))}"
+    elif kind == "action_denied" and isinstance(fields.get("reason"), dict):
+        detail = str(fields["reason"].get("code"))
+    elif kind == "approval_required":
+        detail = f"cost {_text(fields.get('cost'))}"
+    elif kind == "terminated":
+        detail = f"{fields.get('reason')}, by {fields.get('by')}"
+    elif kind == "scar":
+        detail = f"{fields.get('severity')}, by {fields.get('by')}"
+    elif kind == "outcome":
+        detail = str(fields.get("outcome"))
+    return " ".join(parts) + (f" ({detail})" if detail else "")
+
+
+def _difference(expected: dict[str, Any], actual: dict[str, Any]) -> str:
+    if expected.get("kind") != actual.get("kind") or (
+        actual.get("kind") == "action_denied" and describe(expected) != describe(actual)
+    ):
+        return f"log has {describe(actual)}; the policy would have written {describe(expected)}"
+    kind = actual.get("kind")
+    diffs = []
+    for key in sorted(set(expected) | set(actual)):
+        if key not in actual:
+            diffs.append(f"{key} is missing, the policy gives {_text(expected[key])}")
+        elif key not in expected:
+            diffs.append(f"{key} is {_text(actual[key])}, the policy writes no {key}")
+        elif _text(expected[key]) != _text(actual[key]):
+            diffs.append(f"{key} is {_text(actual[key])}, the policy gives {_text(expected[key])}")
+    return f"{kind}: " + "; ".join(diffs)
+
+
+def _decimal(value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    if type(value) is int or isinstance(value, Decimal):
+        return Decimal(value)
+    raise ValueError(f"requested_cost {value!r} is not a number")
+
+
+def command_for(record: dict[str, Any]) -> c.Command | str:
+    """The command whose handling starts with ``record``, or why none does."""
+    kind = record["kind"]
+    get = record.get
+    if kind == "action_requested":
+        return c.RequestAction(
+            tool=record["tool"],
+            input=record["input"],
+            cost=_decimal(record["requested_cost"]),
+            idempotency_key=get("idempotency_key"),
+        )
+    if kind == "action_allowed" and get("approved_by") is not None:
+        return c.Approve(record["action_id"], record["approved_by"], get("note"))
+    if kind == "action_denied" and get("by") is not None:
+        return c.Approve(record["action_id"], record["by"])
+    if kind == "action_rejected":
+        return c.Reject(record["action_id"], record["by"], record["reason"], record["scar"])
+    if kind == "outcome":
+        return c.ReportOutcome(record["action_id"], record["outcome"], record["by"], get("detail"))
+    if kind == "scar" and get("by") == OPERATOR:
+        return c.AddScar(record["severity"], record["reason"], get("action_id"))
+    if kind == "terminated":
+        return c.Terminate(record["reason"], record["by"])
+    if kind == "policy":
+        try:
+            return c.SetPolicy(parse_policy(record["policy"]))
+        except PolicyError as exc:
+            return f"policy record is not a valid policy: {exc}"
+    return f"unexpected {describe(record)}: no command starts with this record"
+
+
+def _continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
+    """Whether ``record`` looks like a later record of the command that wrote
+    ``previous`` (every record but the first of each command does). Used to
+    find where a command the policy departs from ends."""
+    kind, before = record.get("kind"), previous.get("kind")
+    same_action = record.get("action_id") == previous.get("action_id")
+    if kind in ("approval_required", "action_allowed", "action_denied"):
+        return before == "action_requested" and same_action and record.get("by") is None
+    if kind == "scar":
+        return (
+            before in ("action_denied", "action_rejected", "outcome")
+            and same_action
+            and record.get("by") != OPERATOR
+        )
+    if kind == "terminated":
+        return record.get("by") == "system" and before in ("scar", "action_allowed", "policy")
+    return False
+
+
+class _Replayer:
+    """Walks the log keeping the state on the policy's path: where the log
+    departs from what the behaviour writes, the departure is reported and the
+    behaviour's record is folded instead, so one forged record is reported
+    once rather than in every record whose numbers it shifts."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.records = records
+        self.state = AgentState(str(records[0].get("log_id", "")) if records else "")
+        self.problems: list[Problem] = []
+        self.commands = 0
+        self.index = 0  # next record of the log to compare or fold
+        self.start = 0  # the record that started the current command
+
+    def problem(self, record: dict[str, Any] | None, message: str) -> None:
+        seq = record["seq"] if record is not None else self.records[-1]["seq"] + 1
+        action_id = record.get("action_id") if record is not None else None
+        self.problems.append(Problem(seq, action_id, message))
+
+    def fold(self) -> None:
+        """Apply the next record of the log as it is."""
+        apply(self.state, self.records[self.index])
+        self.index += 1
+
+    def fold_expected(self, expected: dict[str, Any], seq: int) -> None:
+        """Apply the record the behaviour would have written in place of the log's."""
+        ts = self.records[self.start]["ts"]
+        apply(self.state, {**expected, "seq": seq, "ts": ts, "prev": ZERO_HASH, "hash": ZERO_HASH})
+
+    def continuing(self) -> bool:
+        """Whether the log's next record belongs to the command before it."""
+        index = self.index
+        return 0 < index < len(self.records) and _continues(
+            self.records[index], self.records[index - 1]
+        )
+
+    def run(self) -> Replay:
+        try:
+            self._first_two()
+            while self.index < len(self.records):
+                self._command()
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # A record the state cannot even fold: nothing after it can be judged.
+            record = self.records[self.index] if self.index < len(self.records) else None
+            self.problem(record, f"record does not apply to the agent's state: {exc!r}")
+            return self._result(None)
+        return self._result(self.state)
+
+    def _result(self, state: AgentState | None) -> Replay:
+        return Replay(
+            records=len(self.records),
+            commands=self.commands,
+            actions=len(self.state.actions),
+            problems=tuple(self.problems),
+            state=state,
+        )
+
+    def _first_two(self) -> None:
+        # Creating an agent writes genesis and its first policy together.
+        if not self.records:
+            return
+        self.fold()
+        if self.index < len(self.records):
+            policy = self.records[self.index]
+            if policy["kind"] != "policy":
+                self.problem(policy, f"log has {describe(policy)} where the first policy belongs")
+                return
+            parse_policy(policy["policy"])
+            self.fold()
+
+    def _command(self) -> None:
+        record = self.records[self.index]
+        if record["ts"] < self.records[self.index - 1]["ts"]:
+            self.problem(record, f"ts {record['ts']} is before the previous record's")
+        self.start = self.index
+        command = command_for(record)
+        if isinstance(command, str):
+            self.problem(record, command)
+            self._skip_command()
+            return
+        self.commands += 1
+        handler = HANDLERS[type(command)]
+        try:
+            handler(self.state, self._emit, command, parse_ts(record["ts"]))
+        except AgentError as exc:
+            # The behaviour refuses this command, before writing anything.
+            self.problem(record, f"{describe(record)} would have been refused: {exc}")
+            self._skip_command()
+            return
+        if self.index == self.start:
+            self.problem(
+                record,
+                f"{describe(record)}: the policy writes nothing here "
+                "(a repeated Idempotency-Key answers with the first decision)",
+            )
+            self._skip_command()
+            return
+        while self.continuing():
+            extra = self.records[self.index]
+            self.problem(extra, f"unexpected {describe(extra)}: the policy writes no such record")
+            self.index += 1
+
+    def _skip_command(self) -> None:
+        """Pass over a command the policy would not have run. A request is
+        folded as it is all the same, so that later action IDs still line up."""
+        keep = self.records[self.index]["kind"] == "action_requested"
+        while True:
+            if keep:
+                self.fold()
+            else:
+                self.index += 1
+            if not self.continuing():
+                return
+
+    def _emit(self, expected: dict[str, Any]) -> None:
+        index = self.index
+        if index >= len(self.records):
+            last = self.records[-1]["seq"]
+            self.problem(
+                None,
+                f"the log ends after seq {last}; the policy would have written "
+                f"{describe(expected)} (the command was cut short, e.g. by a crash)",
+            )
+            self.fold_expected(expected, last + 1)
+            return
+        actual = self.records[index]
+        if _text(fields_of(actual)) == _text(expected):
+            self.fold()
+            return
+        if index > self.start and actual["kind"] != expected["kind"] and not self.continuing():
+            # The log goes on with the next command: the expected record is missing.
+            self.problems.append(
+                Problem(
+                    actual["seq"],
+                    expected.get("action_id"),
+                    f"missing {describe(expected)} after seq {self.records[index - 1]['seq']}; "
+                    f"the log goes on with {describe(actual)}",
+                )
+            )
+            self.fold_expected(expected, actual["seq"])
+            return
+        self.problem(actual, _difference(expected, fields_of(actual)))
+        self.index += 1
+        self.fold_expected(expected, actual["seq"])
+
+
+def replay_records(records: list[dict[str, Any]]) -> Replay:
+    """Re-decide a whole, verified log (records from seq 0, in order)."""
+    return _Replayer(records).run()
+
+
+# -- the subcommand -------------------------------------------------------------
+
+
+def add_subcommand(subparsers: Subparsers) -> None:
+    """``audit replay``; registered in audit.cli.SUBCOMMANDS."""
+    from audit.cli import _log_id, _public_key
+
+    parser = subparsers.add_parser(
+        "replay",
+        help="re-decide every action of a log from its own policy records",
+        description=(
+            "Verify a whole log, then re-run the service's checks and behaviour on it: "
+            "report every record the log's own policy would not have made."
+        ),
+    )
+    parser.add_argument("file", help="the log file or saved records (from seq 0)")
+    parser.add_argument(
+        "--public-key", type=_public_key, metavar="HEX", help="the service's public key (hex)"
+    )
+    parser.add_argument(
+        "--log-id", type=_log_id, metavar="ID", help="the log_id the genesis record must carry"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from audit.cli import verify_text
+
+    source = read_source(Path(args.file))
+    outcome = verify_source(source, public_key=args.public_key, log_id=args.log_id)
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if not outcome.ok:
+        if args.json:
+            print(json.dumps({"ok": False, "verification": outcome.to_json(), "problems": []}))
+        else:
+            print("FAILED: the log does not verify, so it cannot be replayed")
+            print("\n".join(verify_text(outcome)))
+        return EXIT_FAILED
+    if outcome.report.is_slice:
+        raise UnknownFormat(
+            f"{shown(source.path)}: the records start at seq {outcome.report.first_seq}, not 0: "
+            "replay needs the whole log from its genesis record"
+        )
+    records = [canonical.loads(item) for item in source.items if item is not None]
+    result = replay_records(records)
+    if args.json:
+        print(json.dumps({**result.to_json(), "verification": outcome.to_json()}))
+    else:
+        print("\n".join(replay_text(result)))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def replay_text(result: Replay) -> list[str]:
+    """The human report of ``audit replay``."""
+    summary = (
+        f"{result.records} records, {result.commands} commands re-run, {result.actions} actions"
+    )
+    if result.ok:
+        return [f"OK: every record is what the log's own policy would have written ({summary})"]
+    count = len(result.problems)
+    noun = "record departs" if count == 1 else "records depart"
+    lines = [f"FAILED: {count} {noun} from what the log's own policy would have written"]
+    lines.extend(f"  {problem}" for problem in result.problems)
+    lines.append(f"replayed:   {summary}")
+    return lines
+
+
+__all__ = [
+    "Problem",
+    "Replay",
+    "add_subcommand",
+    "describe",
+    "fields_of",
+    "replay_records",
+    "replay_text",
+    "run",
+]

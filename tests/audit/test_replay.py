@@ -1,0 +1,590 @@
+"""``audit replay``: OK on logs the service wrote; each forged record that
+verifies (re-signed with the key) but breaks the policy is named by its seq."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents_runtime import canonical
+from agents_runtime import commands as c
+from agents_runtime.record import Head, seal
+from audit.cli import main
+from audit.replay import fields_of, replay_records
+from tests.agents_runtime.support import (
+    AGENT,
+    TEST_PUBLIC_KEY,
+    TEST_SIGNER,
+    D,
+    Harness,
+    policy,
+    running_agent,
+)
+
+Records = list[dict[str, Any]]
+
+POLICY = policy(
+    budget=10,
+    scar_limit=20,
+    tools={"read": {"cost": 1}, "send": {"cost": 2, "requires_approval": True}},
+    rate_limit={"max_actions": 3, "window_secs": 60},
+)
+
+
+async def varied_log(agent: Harness) -> None:
+    """One of everything the service writes."""
+    ask = agent.ask
+    await ask(c.RequestAction("read", {"q": 1}, idempotency_key="k1"))
+    await ask(c.RequestAction("read", {"q": 1}, idempotency_key="k1"))  # answered, not written
+    await ask(c.RequestAction("nope"))  # tool_not_allowed, moderate scar
+    await ask(c.RequestAction("send"))  # act-3 held
+    await ask(c.RequestAction("send"))  # act-4 held
+    await ask(c.Approve("act-3", "alice", "ok"))
+    await ask(c.Reject("act-4", "bob", "no", "minor"))
+    await ask(c.RequestAction("read", cost=D(50)))  # insufficient_budget
+    await ask(c.RequestAction("read"))  # act-6: the third allowed within 60 s
+    await ask(c.RequestAction("read"))  # act-7: rate_limited, minor scar
+    await ask(c.ReportOutcome("act-1", "failure", c.AGENT, "broke"))
+    agent.clock.advance(61)
+    await ask(c.AddScar("minor", "watch it", "act-1"))
+    await ask(c.SetPolicy(policy(budget=10, scar_limit=30, tools={"read": {"cost": 1}})))
+    await ask(c.RequestAction("read", cost=D(2)))  # act-8: remaining 4
+    await ask(c.RequestAction("read", cost=D(4)))  # act-9: remaining exactly 0: terminated
+    await ask(c.RequestAction("read"))  # act-10: denied terminated
+    await ask(c.ReportOutcome("act-9", "success", c.ADMIN))
+
+
+async def write_log(
+    root: Path, script: Callable[[Harness], Any], agent_policy: Any = POLICY
+) -> Path:
+    async with running_agent(root, agent_policy) as agent:
+        await script(agent)
+        return agent.path
+
+
+def read(path: Path) -> Records:
+    return [canonical.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def reseal(records: Records, start: int) -> Records:
+    """Re-chain and re-sign records[start:] with the test key, as a forger
+    holding the key would, so that the forged log verifies."""
+    out = records[:start]
+    for record in records[start:]:
+        prev = Head(out[-1]["seq"], out[-1]["hash"]) if out else Head.empty()
+        out.append(seal(fields_of(record), prev=prev, ts=record["ts"], signer=TEST_SIGNER).record)
+    return out
+
+
+def beside(log: Path, name: str) -> Path:
+    """A path next to the data dir: a file named agents/<other>.jsonl would
+    (rightly) fail verification for its log_id."""
+    return log.parent.parent.parent / name
+
+
+def write(path: Path, records: Records) -> Path:
+    path.write_bytes(b"".join(canonical.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def index_of(records: Records, kind: str, action_id: str | None = None, nth: int = 0) -> int:
+    found = [
+        i
+        for i, r in enumerate(records)
+        if r["kind"] == kind and (action_id is None or r.get("action_id") == action_id)
+    ]
+    return found[nth]
+
+
+def replay(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    status = main(["replay", str(path), "--public-key", TEST_PUBLIC_KEY.hex(), *extra])
+    return status, capsys.readouterr().out
+
+
+@pytest.fixture
+async def log(tmp_path: Path) -> Path:
+    return await write_log(tmp_path / "data", varied_log)
+
+
+# -- real logs -------------------------------------------------------------------
+
+
+async def test_replay_says_ok_on_a_log_the_service_wrote(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = replay(log, capsys)
+    assert status == 0
+    records = read(log)
+    assert out.splitlines() == [
+        "OK: every record is what the log's own policy would have written "
+        f"({len(records)} records, 16 commands re-run, 10 actions)"
+    ]
+    kinds = {r["kind"] for r in records}
+    assert kinds == {
+        "genesis",
+        "policy",
+        "action_requested",
+        "approval_required",
+        "action_allowed",
+        "action_denied",
+        "action_rejected",
+        "outcome",
+        "scar",
+        "terminated",
+    }
+
+
+async def test_replay_json_report(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out = replay(log, capsys, "--json")
+    report = json.loads(out)
+    assert status == 0
+    assert (report["ok"], report["problems"], report["actions"]) == (True, [], 10)
+    assert report["verification"]["ok"] is True
+
+
+async def test_replay_without_a_public_key_warns_and_replays(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(log)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("OK: ")
+    assert "warning: no --public-key given" in captured.err
+
+
+def test_replay_reports_the_worked_example_as_cut_short(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # docs' worked example stops after a request, before its decision
+    example = Path(__file__).parent.parent / "data" / "worked-example.jsonl"
+    status, out = replay(example, capsys)
+    assert status == 1
+    assert out.splitlines()[1] == (
+        "  seq 3: the log ends after seq 2; the policy would have written "
+        "action_allowed act-1 (cost 0.5, remaining 99.5) "
+        "(the command was cut short, e.g. by a crash)"
+    )
+
+
+# -- forged logs that verify ---------------------------------------------------------
+
+
+def forge(log: Path, change: Callable[[Records], int]) -> Path:
+    """Apply ``change`` (which returns the first index it touched) and re-seal."""
+    records = read(log)
+    start = change(records)
+    forged = reseal(records, start)
+    return write(beside(log, "forged.jsonl"), forged)
+
+
+def expect_failure(capsys: pytest.CaptureFixture[str], path: Path, *problems: str) -> None:
+    status, out = replay(path, capsys)
+    lines = out.splitlines()
+    assert status == 1, out
+    noun = "record departs" if len(problems) == 1 else "records depart"
+    assert lines[0] == (
+        f"FAILED: {len(problems)} {noun} from what the log's own policy would have written"
+    )
+    assert lines[1 : 1 + len(problems)] == [f"  {p}" for p in problems]
+    # and the forgery verifies: it is the policy, not the chain, that catches it
+    assert main(["verify", str(path), "--public-key", TEST_PUBLIC_KEY.hex()]) == 0
+    capsys.readouterr()
+
+
+async def test_a_denied_action_re_signed_as_allowed_is_caught_naming_its_seq(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "action_denied", "act-5")  # insufficient_budget
+    seq = records[at]["seq"]
+
+    def allow(records: Records) -> int:
+        remaining = 10 - 1 - 2  # spent before act-5
+        records[at] = {
+            **records[at],
+            "kind": "action_allowed",
+            "cost": 50,
+            "remaining": remaining - 50,
+        }
+        del records[at]["reason"]
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, allow),
+        f"seq {seq} (act-5): log has action_allowed act-5 (cost 50, remaining -43); "
+        "the policy would have written action_denied act-5 (insufficient_budget)",
+    )
+
+
+async def test_a_wrong_charge_is_caught(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = read(log)
+    at = index_of(records, "action_allowed", "act-1")
+    seq = records[at]["seq"]
+
+    def cheaper(records: Records) -> int:
+        records[at] = {**records[at], "cost": 0, "remaining": 10}
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, cheaper),
+        f"seq {seq} (act-1): action_allowed: cost is 0, the policy gives 1; "
+        "remaining is 10, the policy gives 9",
+    )
+
+
+async def test_a_wrong_remaining_is_caught(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = read(log)
+    at = index_of(records, "action_allowed", "act-3")
+    seq = records[at]["seq"]
+
+    def richer(records: Records) -> int:
+        records[at] = {**records[at], "remaining": 100}
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, richer),
+        f"seq {seq} (act-3): action_allowed: remaining is 100, the policy gives 7",
+    )
+
+
+async def test_a_missing_automatic_termination_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "terminated")
+    before, after = records[at - 1]["seq"], records[at]["seq"]
+
+    def drop(records: Records) -> int:
+        del records[at]
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, drop),
+        f"seq {after}: missing terminated (budget_exhausted, by system) after seq "
+        f"{before}; the log goes on with action_requested act-10",
+        # replay goes on as the policy would have: act-10's denial (terminated) matches
+    )
+
+
+async def test_an_action_allowed_after_terminated_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "action_denied", "act-10")
+    seq = records[at]["seq"]
+
+    def allow(records: Records) -> int:
+        fields = {k: v for k, v in records[at].items() if k != "reason"}
+        records[at] = {**fields, "kind": "action_allowed", "cost": 0, "remaining": 0}
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, allow),
+        f"seq {seq} (act-10): log has action_allowed act-10 (cost 0, remaining 0); "
+        "the policy would have written action_denied act-10 (terminated)",
+    )
+
+
+async def test_a_charge_after_terminated_is_caught_even_without_a_decision_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def script(agent: Harness) -> None:
+        await agent.ask(c.Terminate("stop", "carol"))
+        await agent.ask(c.RequestAction("read"))
+
+    log = await write_log(tmp_path / "data", script)
+    records = read(log)
+    at = index_of(records, "action_denied", "act-1")
+    seq = records[at]["seq"]
+
+    def charge(records: Records) -> int:
+        records[at] = {k: v for k, v in records[at].items() if k != "reason"} | {
+            "kind": "action_allowed",
+            "cost": 1,
+            "remaining": 9,
+        }
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, charge),
+        f"seq {seq} (act-1): log has action_allowed act-1 (cost 1, remaining 9); "
+        "the policy would have written action_denied act-1 (terminated)",
+    )
+
+
+async def test_a_rate_limited_request_re_signed_as_allowed_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "action_denied", "act-7")
+    seq = records[at]["seq"]
+    assert records[at]["reason"]["code"] == "rate_limited"
+
+    def allow(records: Records) -> int:
+        records[at] = {k: v for k, v in records[at].items() if k != "reason"} | {
+            "kind": "action_allowed",
+            "cost": 1,
+            "remaining": 5,
+        }
+        del records[at + 1]  # its minor scar
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, allow),
+        f"seq {seq} (act-7): log has action_allowed act-7 (cost 1, remaining 5); "
+        "the policy would have written action_denied act-7 (rate_limited)",
+        f"seq {seq + 1} (act-7): missing scar act-7 (minor, by system) after seq {seq}; "
+        "the log goes on with outcome act-1 (failure)",
+    )
+
+
+async def test_an_approval_of_an_action_that_was_never_held_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "scar", "act-1", nth=1)  # the operator's scar on act-1
+    seq = records[at]["seq"]
+
+    def approve(records: Records) -> int:
+        records[at] = {
+            "seq": 0,
+            "ts": records[at]["ts"],
+            "kind": "action_allowed",
+            "action_id": "act-2",
+            "cost": 0,
+            "remaining": 7,
+            "approved_by": "mallory",
+        }
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, approve),
+        f"seq {seq} (act-2): action_allowed act-2 (cost 0, remaining 7) would have been "
+        "refused: action act-2 is denied, not pending_approval",
+    )
+
+
+async def test_a_repeated_idempotency_key_that_created_an_action_is_caught(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def script(agent: Harness) -> None:
+        await agent.ask(c.RequestAction("read", idempotency_key="k"))
+        await agent.ask(c.RequestAction("read", idempotency_key="other"))
+
+    log = await write_log(tmp_path / "data", script)
+    records = read(log)
+    at = index_of(records, "action_requested", "act-2")
+    seq = records[at]["seq"]
+
+    def reuse(records: Records) -> int:
+        records[at] = {**records[at], "idempotency_key": "k"}
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, reuse),
+        f"seq {seq} (act-2): action_requested act-2: the policy writes nothing here "
+        "(a repeated Idempotency-Key answers with the first decision)",
+    )
+
+
+async def test_a_harmful_outcome_reported_by_the_agent_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "outcome", "act-9")
+    seq = records[at]["seq"]
+
+    def harmful(records: Records) -> int:
+        records[at] = {**records[at], "outcome": "harmful", "by": "agent"}
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, harmful),
+        f"seq {seq} (act-9): outcome act-9 (harmful) would have been refused: "
+        "only the admin token may report a harmful outcome",
+    )
+
+
+async def test_a_scar_dropped_from_a_denial_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "scar", "act-2")
+    seq = records[at]["seq"]
+
+    def drop(records: Records) -> int:
+        del records[at]
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, drop),
+        f"seq {seq} (act-2): missing scar act-2 (moderate, by system) after seq {seq - 1}; "
+        "the log goes on with action_requested act-3",
+    )
+
+
+async def test_an_extra_termination_inside_a_command_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "action_allowed", "act-1") + 1
+    seq = records[at]["seq"]
+
+    def insert(records: Records) -> int:
+        extra = {"seq": 0, "ts": records[at - 1]["ts"], "kind": "terminated"}
+        records.insert(at, extra | {"reason": "budget_exhausted", "by": "system"})
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, insert),
+        f"seq {seq}: unexpected terminated (budget_exhausted, by system): "
+        "the policy writes no such record",
+    )
+
+
+async def test_a_log_ending_before_its_termination_is_caught(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def script(agent: Harness) -> None:
+        await agent.ask(c.AddScar("fatal", "bad"))
+
+    log = await write_log(tmp_path / "data", script)
+    records = read(log)
+    path = write(beside(log, "cut.jsonl"), records[:-1])
+    expect_failure(
+        capsys,
+        path,
+        f"seq {records[-1]['seq']}: the log ends after seq {records[-2]['seq']}; "
+        "the policy would have written terminated (fatal_scar, by system) "
+        "(the command was cut short, e.g. by a crash)",
+    )
+
+
+async def test_a_timestamp_going_backwards_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "action_requested", "act-2")
+    seq = records[at]["seq"]
+    earlier = "2000-01-01T00:00:00.000000Z"
+
+    def backwards(records: Records) -> int:
+        for i in (at, at + 1, at + 2):
+            records[i] = {**records[i], "ts": earlier}
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, backwards),
+        f"seq {seq} (act-2): ts {earlier} is before the previous record's",
+    )
+
+
+async def test_an_unknown_record_kind_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "action_requested", "act-2")
+    seq = records[at]["seq"]
+
+    def insert(records: Records) -> int:
+        records.insert(at, {"seq": 0, "ts": records[at]["ts"], "kind": "bonus", "amount": 5})
+        return at
+
+    expect_failure(
+        capsys,
+        forge(log, insert),
+        f"seq {seq}: unexpected bonus: no command starts with this record",
+    )
+
+
+# -- what is not replayed -----------------------------------------------------------------
+
+
+async def test_a_log_that_fails_verification_fails_with_the_verification_failure(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    at = index_of(records, "action_allowed", "act-1")
+    records[at]["cost"] = 0  # changed without re-sealing
+    path = write(beside(log, "tampered.jsonl"), records)
+    status, out = replay(path, capsys)
+    lines = out.splitlines()
+    assert status == 1
+    assert lines[0] == "FAILED: the log does not verify, so it cannot be replayed"
+    assert lines[1] == f"FAILED: line {at + 1} (seq {at}): hash does not match content"
+
+
+async def test_a_log_that_fails_verification_json(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    records[3]["cost"] = 0
+    path = write(beside(log, "tampered.jsonl"), records)
+    status, out = replay(path, capsys, "--json")
+    report = json.loads(out)
+    assert status == 1
+    assert report["ok"] is False
+    assert report["verification"]["failure"] == {
+        "line": 4,
+        "seq": 3,
+        "reason": "hash does not match content",
+    }
+
+
+async def test_a_log_signed_by_another_key_fails_verification(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(["replay", str(log), "--public-key", "00" * 32])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "public key does not match" in out
+
+
+async def test_a_slice_cannot_be_replayed(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = read(log)
+    path = write(beside(log, "slice.jsonl"), records[5:])
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"records start at seq 5, not 0: replay needs the whole log", err)
+
+
+def test_a_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path / "nothing.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+# -- the engine directly -----------------------------------------------------------------
+
+
+async def test_replayed_state_equals_the_state_the_service_rebuilds(log: Path) -> None:
+    from agents_runtime.replay import load_log
+    from tests.agents_runtime.support import snapshot
+
+    result = replay_records(read(log))
+    loaded = load_log(log, AGENT, TEST_PUBLIC_KEY)
+    assert result.ok
+    assert result.state is not None
+    assert loaded.state is not None
+    assert snapshot(result.state) == snapshot(loaded.state)
+
+
+def test_an_empty_record_list_replays_to_nothing() -> None:
+    result = replay_records([])
+    assert (result.ok, result.records, result.commands) == (True, 0, 0)
