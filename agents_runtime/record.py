@@ -56,7 +56,8 @@ class Sealed:
 
 def timestamp(now: datetime) -> str:
     """ISO 8601 UTC with microseconds and Z, the form of every ``ts``."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat is about twice as fast as strftime and gives the same text.
+    return now.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def content_hash(record: dict[str, Any]) -> str:
