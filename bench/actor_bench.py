@@ -1,0 +1,250 @@
+"""Actor benchmark: allowed ``RequestAction`` commands per second through the
+agent actors, against the raw floor of signing and writing the same records.
+
+Each command is decided, writes two records (``action_requested`` and
+``action_allowed``) and is answered only after its batch is written and
+fsynced (group commit: one write + fsync per batch).
+
+Measured, interleaved in one run, on guardd's event loop (uvloop):
+  actor     ``ref.ask(RequestAction)`` from many concurrent askers, through
+            the real Registry, actors and committer, fsync on
+  floor     the same records (same fields, same ts) signed with
+            ``record.seal`` and appended with one write + fsync per batch,
+            with the very batch sizes the actor run produced, file by file
+            in the same order; no decisions, no state, no asyncio. The
+            write + fsync run on a pool of as many threads as the actor's
+            committer uses, the next batch being signed meanwhile, so the
+            floor overlaps I/O at least as much as the actor can.
+
+Two shapes: one actor with 256 concurrent askers, and 100 actors with 8
+askers each. Target: actor >= 0.80 x floor in both, in commands per second
+(best run of each). Each run's CPU time per command (every thread of the
+process) is printed too: on a machine busy with other work, wall-clock rates
+swing with the load while CPU time does not.
+
+    python -m bench.actor_bench
+    python -m bench.actor_bench --commands 5000 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from agents_runtime import canonical
+from agents_runtime import commands as c
+from agents_runtime.actor import Committer
+from agents_runtime.datadir import DataDir
+from agents_runtime.keys import Signer
+from agents_runtime.logfile import LogFile
+from agents_runtime.policy import parse_policy
+from agents_runtime.record import Head, seal
+from agents_runtime.registry import Registry
+
+TARGET_RATIO = 0.80
+COMMIT_THREADS = 4  # the committer's default
+POLICY = {
+    "budget": 999_999_999,
+    "scar_limit": 1_000,
+    "tools": {"web_search": {"cost": Decimal("0.01")}},
+}
+SHAPES = {"1 actor": (1, 256), "100 actors": (100, 8)}  # actors, askers per actor
+
+
+class RecordingCommitter(Committer):
+    """The real committer, noting each batch: which log, how many records."""
+
+    def __init__(self) -> None:
+        super().__init__(COMMIT_THREADS)
+        self.batches: list[tuple[str, int]] = []
+
+    async def append(self, logfile: LogFile, data: bytes) -> None:
+        self.batches.append((logfile.path.stem, data.count(b"\n")))
+        await super().append(logfile, data)
+
+
+@attrs.frozen
+class Run:
+    commands: int
+    seconds: float
+    cpu: float  # CPU seconds of the process (every thread) while it ran
+    batches: list[tuple[str, int]]  # (agent, records) in commit order
+    root: Path
+
+    @property
+    def rate(self) -> float:
+        return self.commands / self.seconds
+
+
+async def _actor_run(root: Path, actors: int, askers: int, commands: int) -> Run:
+    data_dir = DataDir(root)
+    committer = RecordingCommitter()
+    registry = Registry(data_dir, data_dir.prepare(), committer=committer)
+    registry.load()
+    await registry.start()
+    ids = [f"agent-{n:03d}" for n in range(actors)]
+    for agent_id in ids:
+        await registry.create(agent_id, parse_policy(POLICY))
+    committer.batches.clear()
+    per_asker = commands // (actors * askers)
+    command = c.RequestAction("web_search", {"query": "weather in Lisbon"})
+
+    async def asker(agent_id: str) -> None:
+        ref = registry.ref(agent_id)
+        for _ in range(per_asker):
+            reply = await ref.ask(command)
+            assert reply["decision"] == "allowed", reply
+
+    cpu = time.process_time()
+    started = time.perf_counter()
+    await asyncio.gather(*(asker(agent_id) for agent_id in ids for _ in range(askers)))
+    seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    await registry.stop()
+    return Run(per_asker * actors * askers, seconds, cpu, list(committer.batches), root)
+
+
+def _records_after_creation(root: Path, agent_id: str) -> list[dict[str, Any]]:
+    lines = (root / "agents" / f"{agent_id}.jsonl").read_bytes().splitlines()
+    return [canonical.loads(line) for line in lines[2:]]
+
+
+def _floor_run(actor: Run, root: Path, signer: Signer) -> tuple[float, float]:
+    """Wall and CPU seconds to sign and durably append the actor run's
+    records, batch by batch."""
+    pending = {}  # agent -> the fields of its records still to write, in order
+    heads: dict[str, Head] = {}
+    for agent_id in {agent for agent, _ in actor.batches}:
+        records = _records_after_creation(actor.root, agent_id)
+        pending[agent_id] = [
+            ({k: v for k, v in r.items() if k not in ("seq", "ts", "prev", "hash", "sig")}, r["ts"])
+            for r in records
+        ]
+        heads[agent_id] = Head(1, records[0]["prev"])
+    (root / "agents").mkdir(parents=True)
+    files = {
+        agent_id: LogFile.create(root / "agents" / f"{agent_id}.jsonl", b"") for agent_id in pending
+    }
+    taken = dict.fromkeys(pending, 0)
+    in_flight: dict[str, Future[None]] = {}
+    with ThreadPoolExecutor(COMMIT_THREADS) as pool:
+        cpu = time.process_time()
+        started = time.perf_counter()
+        for agent_id, count in actor.batches:
+            start = taken[agent_id]
+            taken[agent_id] = start + count
+            head = heads[agent_id]
+            lines = []
+            for fields, ts in pending[agent_id][start : start + count]:
+                sealed = seal(fields, prev=head, ts=ts, signer=signer)
+                head = sealed.head
+                lines.append(sealed.line)
+            heads[agent_id] = head
+            previous = in_flight.get(agent_id)
+            if previous is not None:
+                previous.result()  # one file's batches stay in order
+            in_flight[agent_id] = pool.submit(files[agent_id].append, b"".join(lines))
+        for future in in_flight.values():
+            future.result()
+        seconds = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+    for logfile in files.values():
+        logfile.close()
+    return seconds, cpu
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def measure(actors: int, askers: int, commands: int, rounds: int) -> dict[str, Any]:
+    """Best of ``rounds`` interleaved actor and floor runs for one shape."""
+    best_actor: Run | None = None
+    best_floor = 0.0
+    actor_cpu: list[float] = []  # CPU microseconds per command, each round
+    floor_cpu: list[float] = []
+    for _ in range(rounds):
+        base = Path(tempfile.mkdtemp(prefix="actor-bench-"))
+        try:
+            loop = _new_loop()
+            try:
+                run = loop.run_until_complete(_actor_run(base / "actor", actors, askers, commands))
+            finally:
+                loop.close()
+            keys = DataDir(base / "actor").prepare()
+            assert keys.signer is not None
+            floor_seconds, floor_cpu_seconds = _floor_run(run, base / "floor", keys.signer)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        if best_actor is None or run.rate > best_actor.rate:
+            best_actor = run
+        best_floor = max(best_floor, run.commands / floor_seconds)
+        actor_cpu.append(1e6 * run.cpu / run.commands)
+        floor_cpu.append(1e6 * floor_cpu_seconds / run.commands)
+    assert best_actor is not None
+    sizes = [count // 2 for _, count in best_actor.batches]
+    return {
+        "actor_cmds_per_s": round(best_actor.rate),
+        "floor_cmds_per_s": round(best_floor),
+        "ratio": round(best_actor.rate / best_floor, 3),
+        "actor_cpu_us_per_cmd": round(min(actor_cpu), 1),
+        "floor_cpu_us_per_cmd": round(min(floor_cpu), 1),
+        "cpu_ratio": round(min(floor_cpu) / min(actor_cpu), 3),
+        "batches": len(sizes),
+        "mean_batch_cmds": round(sum(sizes) / len(sizes), 1),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run both shapes; return the figures and whether the target is met."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.actor_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--commands",
+        type=int,
+        default=int(os.environ.get("BENCH_ACTOR_COMMANDS", "20480")),
+        help="commands per run (env BENCH_ACTOR_COMMANDS, default 20480)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=int(os.environ.get("BENCH_ACTOR_ROUNDS", "3")),
+        help="runs of each path per shape, best kept (env BENCH_ACTOR_ROUNDS, default 3)",
+    )
+    args = parser.parse_args([] if argv is None else list(argv))
+    result: dict[str, Any] = {}
+    ratios = []
+    for name, (actors, askers) in SHAPES.items():
+        figures = measure(actors, askers, args.commands, args.rounds)
+        ratios.append(figures["ratio"])
+        for key, value in figures.items():
+            result[f"{name}: {key}"] = value
+    result["target"] = f"actor >= {TARGET_RATIO} x floor"
+    result["pass"] = min(ratios) >= TARGET_RATIO
+    return result
+
+
+if __name__ == "__main__":
+    figures = main(sys.argv[1:])
+    for key, value in figures.items():
+        print(f"{key:32}  {value}")
+    raise SystemExit(0 if figures["pass"] else 1)
