@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,9 +20,16 @@ FORMAT = "guard-log/1"
 SIGNING_PREFIX = b"guard-log/1 record\n"  # 19 bytes, then the 32 raw bytes of the hash
 ZERO_HASH = "0" * 64
 MAX_INT = 2**53 - 1
-HEX64 = re.compile(r"[0-9a-f]{64}")
-HEX128 = re.compile(r"[0-9a-f]{128}")
-TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+MAX_DEPTH = 64
+INFINITY = float("inf")
+
+
+def _hex(value: Any, length: int) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) == length
+        and all(c in "0123456789abcdef" for c in value)
+    )
 
 
 class Invalid(Exception):
@@ -48,18 +54,47 @@ def _int(text: str) -> int:
     return value
 
 
+def _float(text: str) -> float:
+    value = float(text)
+    if abs(value) == INFINITY or (value.is_integer() and 2**53 <= abs(value) < 1e21):
+        raise ValueError("number RFC 8785 cannot write back")
+    return value
+
+
 def _constant(text: str) -> Any:
     raise ValueError(f"{text} is not JSON")
 
 
+def _check_values(value: Any) -> None:
+    """Nesting at most MAX_DEPTH; no lone surrogate in any string or key."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            item.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
+        elif isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError("nested too deep")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+
+
 def parse(line: bytes) -> Any:
-    """Strict JSON: UTF-8, no duplicate keys, no NaN or infinities, integers within 2^53-1."""
-    return json.loads(
-        line.decode("utf-8"),
-        object_pairs_hook=_no_duplicates,
-        parse_int=_int,
-        parse_constant=_constant,
-    )
+    """Strict JSON as the format requires: UTF-8, no duplicate keys, no NaN or
+    infinities, integers within 2^53-1, no whole-number double from 2^53 to
+    below 10^21, no lone surrogate, nesting at most 64 levels."""
+    try:
+        value = json.loads(
+            line.decode("utf-8"),
+            object_pairs_hook=_no_duplicates,
+            parse_int=_int,
+            parse_float=_float,
+            parse_constant=_constant,
+        )
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    _check_values(value)
+    return value
 
 
 def content_hash(record: dict[str, Any]) -> str:
@@ -68,49 +103,62 @@ def content_hash(record: dict[str, Any]) -> str:
 
 
 def verify(
-    lines: Iterable[bytes], *, public_key_hex: str, log_id: str
+    lines: Iterable[bytes],
+    *,
+    public_key_hex: str,
+    log_id: str,
+    checkpoint: tuple[int, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Verify a whole log (lines without their newlines) against a trusted key.
-    Returns the record count and the head ``{seq, hash}``; raises Invalid."""
+    """Verify a whole log (lines without their newlines) against a trusted key,
+    and a checkpoint ``(seq, hash)`` if given. Returns the record count and the
+    head ``{seq, hash}``; raises Invalid."""
     key = nacl.signing.VerifyKey(bytes.fromhex(public_key_hex))
     head: dict[str, Any] | None = None
     count = 0
+    reached = checkpoint is None
     for number, line in enumerate(lines, start=1):
         try:
             record = parse(line)
-        except (UnicodeDecodeError, ValueError):
+        except ValueError:  # UnicodeDecodeError and UnicodeEncodeError included
             raise Invalid(number, None, "not valid JSON") from None
         if not isinstance(record, dict) or type(record.get("seq")) is not int:
             raise Invalid(number, None, "record is malformed")
         seq = record["seq"]
+        if seq < 0:
+            raise Invalid(number, None, "record is malformed")
         if not (
             isinstance(record.get("kind"), str)
             and isinstance(record.get("ts"), str)
-            and TS.fullmatch(record["ts"])
-            and HEX64.fullmatch(str(record.get("prev")))
-            and HEX64.fullmatch(str(record.get("hash")))
-            and HEX128.fullmatch(str(record.get("sig")))
+            and _hex(record.get("prev"), 64)
+            and _hex(record.get("hash"), 64)
+            and _hex(record.get("sig"), 128)
         ):
             raise Invalid(number, seq, "record is malformed")
-        try:
-            canonical = rfc8785.dumps(record)
-        except rfc8785.CanonicalizationError:
-            raise Invalid(number, seq, "not canonical JSON") from None
-        if canonical != line:
+        if rfc8785.dumps(record) != line:
             raise Invalid(number, seq, "not canonical JSON")
         if content_hash(record) != record["hash"]:
             raise Invalid(number, seq, "hash does not match content")
-        expected_seq = 0 if head is None else head["seq"] + 1
-        if seq != expected_seq:
-            raise Invalid(number, seq, "seq out of order")
-        if record["prev"] != (ZERO_HASH if head is None else head["hash"]):
-            raise Invalid(number, seq, "prev does not match previous hash")
+        if head is None:
+            if seq != 0:
+                raise Invalid(number, seq, "seq out of order")  # a slice: not a whole log
+            if record["prev"] != ZERO_HASH:
+                raise Invalid(number, seq, "prev does not match previous hash")
+        else:
+            if seq != head["seq"] + 1:
+                raise Invalid(number, seq, "seq out of order")
+            if record["prev"] != head["hash"]:
+                raise Invalid(number, seq, "prev does not match previous hash")
         if seq == 0:
-            if (record["kind"], record.get("format")) != ("genesis", FORMAT):
+            if not (
+                record["kind"] == "genesis"
+                and record.get("format") == FORMAT
+                and isinstance(record.get("log_id"), str)
+                and _hex(record.get("public_key"), 64)
+            ):
                 raise Invalid(number, seq, "genesis is malformed")
-            if record.get("log_id") != log_id:
+            if record["log_id"] != log_id:
                 raise Invalid(number, seq, "log_id does not match")
-            if record.get("public_key") != public_key_hex:
+            if record["public_key"] != public_key_hex:
                 raise Invalid(number, seq, "public key does not match")
         elif record["kind"] == "genesis":
             raise Invalid(number, seq, "genesis is malformed")
@@ -119,18 +167,36 @@ def verify(
             key.verify(message, bytes.fromhex(record["sig"]))
         except nacl.exceptions.BadSignatureError:
             raise Invalid(number, seq, "bad signature") from None
+        if checkpoint is not None and seq == checkpoint[0]:
+            if record["hash"] != checkpoint[1]:
+                raise Invalid(number, seq, "checkpoint hash mismatch")
+            reached = True
         head = {"seq": seq, "hash": record["hash"]}
         count += 1
+    if not reached:
+        assert checkpoint is not None
+        raise Invalid(count + 1, checkpoint[0], "truncated before checkpoint")
     if head is None:
         raise Invalid(1, None, "empty log")
     return count, head
 
 
-def verify_file(data: bytes, *, public_key_hex: str, log_id: str) -> tuple[int, dict[str, Any]]:
-    """A log file: one canonical record per line, every line ending in a newline."""
-    if not data.endswith(b"\n"):
-        raise Invalid(data.count(b"\n") + 1, None, "last line has no newline")
-    return verify(data.split(b"\n")[:-1], public_key_hex=public_key_hex, log_id=log_id)
+def verify_file(
+    data: bytes, *, public_key_hex: str, log_id: str, checkpoint: tuple[int, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """A log file: one canonical record per line, each ending in a line feed.
+    Final bytes without a line feed that do not parse are a torn tail, not
+    verified and not a failure; if they parse, they are the last record."""
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    if tail:
+        try:
+            parse(tail)
+        except ValueError:
+            tail = b""
+    if tail:
+        lines.append(tail)
+    return verify(lines, public_key_hex=public_key_hex, log_id=log_id, checkpoint=checkpoint)
 
 
 def verify_records(

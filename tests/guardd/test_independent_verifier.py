@@ -4,6 +4,11 @@ the file in the data directory and the records of ``GET .../log``."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+from typing import Any
+
 import nacl.signing
 import pytest
 
@@ -162,3 +167,64 @@ def test_independent_verifier_refuses_another_key_and_another_log_id(
         iv.verify_file(data, public_key_hex=other_key, log_id="verified")
     with pytest.raises(iv.Invalid, match=r"^line 1 \(seq 0\): log_id does not match$"):
         iv.verify_file(data, public_key_hex=public_key, log_id="someone-else")
+
+
+def test_ts_and_common_fields_have_the_documented_form(api: Api, logged: Agent) -> None:
+    for record in api.records(logged):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", record["ts"]), record
+        assert {"seq", "kind", "ts", "prev", "hash", "sig"} <= set(record)
+
+
+def test_the_head_of_the_status_is_a_checkpoint_that_keeps_verifying(
+    api: Api, public_key: str
+) -> None:
+    agent = api.create(policy=POLICY)
+    ok(agent.act("search"))
+    head = api.status(agent)["head"]
+    checkpoint = (head["seq"], head["hash"])
+    ok(agent.act("search"))
+    data = _file(api, agent)
+    count, _ = iv.verify_file(
+        data, public_key_hex=public_key, log_id=agent.agent_id, checkpoint=checkpoint
+    )
+    assert count == head["seq"] + 3
+    cut = b"".join(line + b"\n" for line in data.split(b"\n")[: head["seq"]])
+    with pytest.raises(iv.Invalid, match=r"truncated before checkpoint$"):
+        iv.verify_file(cut, public_key_hex=public_key, log_id=agent.agent_id, checkpoint=checkpoint)
+
+
+VECTORS = Path(__file__).parents[1] / "data" / "tampered"
+
+
+def _vectors() -> list[Any]:
+    expectations = json.loads((VECTORS / "expectations.json").read_text())
+    return [pytest.param(v, id=v["file"].removesuffix(".jsonl")) for v in expectations["vectors"]]
+
+
+@pytest.mark.skipif(not VECTORS.is_dir(), reason="the tamper vectors are not there")
+@pytest.mark.parametrize("vector", _vectors() if VECTORS.is_dir() else [])
+def test_independent_verifier_agrees_with_the_tamper_vectors(vector: dict[str, Any]) -> None:
+    expectations = json.loads((VECTORS / "expectations.json").read_text())
+    seq, digest = expectations["checkpoint"].split(":")
+    data = (VECTORS / vector["file"]).read_bytes()
+    key, victim = expectations["public_key"], expectations["victim"]
+    for expected, checkpoint in (
+        (vector["failure"], None),
+        (vector["failure_with_checkpoint"], (int(seq), digest)),
+    ):
+        if expected is None:
+            iv.verify_file(data, public_key_hex=key, log_id=victim, checkpoint=checkpoint)
+            continue
+        with pytest.raises(iv.Invalid) as caught:
+            iv.verify_file(data, public_key_hex=key, log_id=victim, checkpoint=checkpoint)
+        failure = caught.value
+        assert {"line": failure.line, "seq": failure.seq, "reason": failure.reason} == expected
+
+
+def test_independent_verifier_accepts_the_worked_example_of_the_format_doc() -> None:
+    data = (Path(__file__).parents[1] / "data" / "worked-example.jsonl").read_bytes()
+    key = "03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8"
+    assert iv.verify_file(data, public_key_hex=key, log_id="worked-example") == (
+        3,
+        {"seq": 2, "hash": "fdf3f7bb94081cf4956f162bc236cc87394af0b3d317d94393de744222a7cb75"},
+    )
