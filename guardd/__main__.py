@@ -24,6 +24,7 @@ from guardd.config import Settings, SettingsError, parse_settings
 log = logging.getLogger("guardd")
 
 SHUTDOWN_GRACE = 5.0
+LISTEN_BACKLOG = 2048
 
 
 def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
@@ -75,6 +76,10 @@ def hypercorn_config(host: str, port: int) -> Config:
     """The Hypercorn settings guardd serves with (bench/floor_app.py reuses them)."""
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    # Hypercorn's default listen backlog (100) overflows when many agents
+    # connect at once; the kernel then drops their handshakes and the clients
+    # see resets. The kernel caps this at net.core.somaxconn.
+    config.backlog = LISTEN_BACKLOG
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = SHUTDOWN_GRACE
