@@ -78,8 +78,12 @@ def _for_reference(value: Any) -> Any:
 def dumps(value: Any) -> bytes:
     """Return the RFC 8785 canonical bytes of ``value``.
 
-    Raises CanonicalError for values RFC 8785 cannot write: floats (use
-    Decimal), integers beyond 2^53-1, NaN, infinities, lone surrogates.
+    Numbers must be ``int`` or ``Decimal``: a ``float`` would be written in
+    orjson's form, which is not RFC 8785's for large exponents, and checking
+    every value for floats would cost as much as writing it. Nothing in the
+    service holds a float: every JSON value it reads is parsed by ``loads``.
+    Raises CanonicalError for values RFC 8785 cannot write: integers beyond
+    2^53-1, NaN, infinities, lone surrogates.
     """
     try:
         out = orjson.dumps(value, default=number_fragment, option=_OPTS)
