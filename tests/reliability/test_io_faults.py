@@ -183,3 +183,23 @@ def test_bad_fault_spec_stops_guardd_with_a_message(tmp_path: Path) -> None:
     finally:
         server.kill()
     assert "fault 'melt' is not one of short_write, eio_write, eio_fsync" in server.read_output()
+
+
+@pytest.mark.parametrize("fault", [SHORT_WRITE, EIO_WRITE, EIO_FSYNC])
+def test_failed_creation_is_500_and_leaves_no_agent_behind(tmp_path: Path, fault: str) -> None:
+    server = GuardServer(tmp_path / "guard-data", env={"GUARD_TEST_FAULTS": f"newcomer:{fault}"})
+    try:
+        server.start()
+        with server.client(server.admin_token) as admin:
+            body = {"agent_id": "newcomer", "policy": policy()}
+            for _ in range(2):  # the fault holds: the second try fails the same way
+                _assert_internal(admin.post("/v1/agents", json=body))
+                assert ok_json(admin.get("/v1/agents/newcomer"), 404)["code"] == "not_found"
+            assert ok_json(admin.get("/v1/agents")) == {"agents": []}
+        assert list((server.data_dir / "agents").iterdir()) == []
+        _restart_without_faults(server)
+        with server.client(server.admin_token) as admin:
+            ok_json(admin.post("/v1/agents", json=body), 201)
+            assert ok_json(admin.get("/v1/agents/newcomer/verify"))["ok"] is True
+    finally:
+        server.kill()
