@@ -44,19 +44,30 @@ class GuardServer:
         return (self.data_dir / "keys" / "audit.pub").read_text().strip()
 
     def start(self, timeout: float = 20.0) -> GuardServer:
-        env = {
-            k: v for k, v in os.environ.items() if not k.startswith("GUARD_")
-        } | self.extra_env
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")} | self.extra_env
         self._log = (self.data_dir.parent / f"guardd-{self.port}.out").open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "guardd", "--host", "127.0.0.1", "--port", str(self.port),
-             "--data-dir", str(self.data_dir)],
-            env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "guardd",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+            ],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"guardd exited with {self.proc.returncode}:\n{self.read_output()}")
+                raise RuntimeError(
+                    f"guardd exited with {self.proc.returncode}:\n{self.read_output()}"
+                )
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
                     return self
