@@ -26,6 +26,7 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: $(VENV)/.installed-dev chromium lint
 	$(BIN)/pytest
