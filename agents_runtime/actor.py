@@ -12,10 +12,13 @@ then answers every caller.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import logging
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -67,23 +70,100 @@ class LogView:
     head: Head
 
 
+@attrs.frozen
+class _Commit:
+    loop: asyncio.AbstractEventLoop
+    logfile: LogFile
+    data: bytes
+    future: asyncio.Future[None]
+
+
+def _settle(results: list[tuple[asyncio.Future[None], BaseException | None]]) -> None:
+    for future, error in results:
+        if future.done():  # its actor was cancelled at shutdown
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+
 class Committer:
-    """Writes and fsyncs a batch. Runs the blocking calls on a small thread
-    pool, so a slow disk delays only the agents writing to it, not the loop."""
+    """Writes and fsyncs the batches of every actor on writer threads, so a
+    slow disk delays only the agents writing to it, never the event loop.
+
+    The batches asked for during one turn of the loop are handed over
+    together: they join one queue and up to ``threads`` writers are woken.
+    Each writer takes batches one at a time (so a slow fsync holds up only
+    the batches behind it in that writer) until none is left, then answers
+    all it wrote with one wake-up of the loop. A pool's hand-off per batch (a
+    future pair, a queue put, a thread wake-up, a loop wake-up) is shared by
+    the batches of a turn instead. An actor has at most one batch in flight,
+    so one log is never written by two writers at once.
+
+    ``inline=True`` writes on the loop instead (tools, tests).
+    """
 
     def __init__(self, threads: int = 4, *, inline: bool = False) -> None:
         self.inline = inline
-        self._pool = None if inline else ThreadPoolExecutor(threads, "guard-commit")
+        self.threads = threads
+        self._turns: dict[asyncio.AbstractEventLoop, list[_Commit]] = {}
+        self._queued: collections.deque[_Commit] = collections.deque()
+        self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self._writers: list[threading.Thread] = []
 
     async def append(self, logfile: LogFile, data: bytes) -> None:
-        if self._pool is None:
+        """Return once ``data`` is written and fsynced; raise LogWriteError if not."""
+        if self.inline:
             logfile.append(data)
-        else:
-            await asyncio.get_running_loop().run_in_executor(self._pool, logfile.append, data)
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        turn = self._turns.get(loop)
+        if turn is None:
+            turn = self._turns[loop] = []
+            loop.call_soon(self._hand_off, loop)
+        turn.append(_Commit(loop, logfile, data, future))
+        await future
+
+    def _hand_off(self, loop: asyncio.AbstractEventLoop) -> None:
+        commits = self._turns.pop(loop)
+        if not self._writers:
+            for n in range(self.threads):
+                writer = threading.Thread(target=self._write, name=f"guard-commit-{n}", daemon=True)
+                writer.start()
+                self._writers.append(writer)
+        self._queued.extend(commits)
+        for _ in range(min(len(commits), len(self._writers))):
+            self._wake.put(True)
+
+    def _write(self) -> None:
+        """A writer thread: on each wake-up, commit until the queue is empty."""
+        queued = self._queued
+        while self._wake.get():
+            settled: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+            while queued:
+                try:
+                    commit = queued.popleft()
+                except IndexError:  # another writer took the last one
+                    break
+                error: BaseException | None = None
+                try:
+                    commit.logfile.append(commit.data)
+                except BaseException as exc:  # the waiting actor handles it
+                    error = exc
+                settled.setdefault(commit.loop, []).append((commit.future, error))
+            for loop, results in settled.items():
+                with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                    loop.call_soon_threadsafe(_settle, results)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        """Stop the writers once the queued batches are written."""
+        for _ in self._writers:
+            self._wake.put(False)
+        for writer in self._writers:
+            writer.join()
+        self._writers.clear()
 
 
 class _Stop:
