@@ -35,6 +35,8 @@ KEY_MISMATCH = "public key does not match"
 TRUNCATED = "truncated before checkpoint"
 CHECKPOINT_MISMATCH = "checkpoint hash mismatch"
 CHECKPOINT_OUTSIDE = "checkpoint is before the first record"
+NOT_WHOLE = "log does not start at seq 0"
+NO_POLICY = "seq 1 is not a policy record"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
@@ -189,6 +191,10 @@ class ChainVerifier:
             raise self._fail(HASH_MISMATCH, seq)
         head = self.head
         if head is None:
+            # An agent's own log (one whose log_id is expected) must be whole:
+            # a file with its first lines cut off would otherwise pass as a slice.
+            if seq != 0 and self.expected_log_id is not None:
+                raise self._fail(NOT_WHOLE, seq)
             if seq == 0 and prev != ZERO_HASH:
                 raise self._fail(PREV_MISMATCH, seq)
             self.first_seq = seq
@@ -201,6 +207,8 @@ class ChainVerifier:
             self._genesis(record)
         elif record["kind"] == "genesis":
             raise self._fail(BAD_GENESIS, seq)
+        elif seq == 1 and self.expected_log_id is not None and record["kind"] != "policy":
+            raise self._fail(NO_POLICY, seq)
         if self._verify_key is not None:
             try:
                 self._verify_key.verify(signing_message(digest), bytes.fromhex(sig))

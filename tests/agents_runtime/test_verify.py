@@ -453,3 +453,25 @@ def test_worked_example_verifies_with_its_public_key() -> None:
     assert report.ok
     assert report.key_trusted
     assert report.records == 3
+
+
+# --- an agent's own log must be whole ------------------------------------------
+
+
+def test_agent_log_cut_before_a_policy_record_fails_as_not_starting_at_seq_0() -> None:
+    lines = build_log([{"kind": "policy"}, {"kind": "scar"}, {"kind": "policy"}])
+    assert verify_lines(lines[3:], log_id=None).ok  # as a slice it is fine
+    failure = fails(verify_lines(lines[3:], public_key=SIGNER.public_key, log_id=LOG_ID))
+    assert failure == Failure(1, 3, "log does not start at seq 0")
+
+
+def test_agent_log_without_its_genesis_fails_even_under_another_name() -> None:
+    lines = build_log([{"kind": "policy"}])
+    failure = fails(verify_lines(lines[1:], public_key=SIGNER.public_key, log_id="other"))
+    assert failure == Failure(1, 1, "log does not start at seq 0")
+
+
+def test_agent_log_whose_seq_1_is_not_a_policy_fails() -> None:
+    lines = build_log([{"kind": "scar"}])
+    failure = fails(verify_lines(lines, public_key=SIGNER.public_key, log_id=LOG_ID))
+    assert failure == Failure(2, 1, "seq 1 is not a policy record")

@@ -401,3 +401,25 @@ def test_kill_9_loses_no_acknowledged_record_and_quarantines_nothing(fresh_api: 
     api.server.start()
     assert snapshot(api, [agent]) == before
     assert "agents: 1 loaded, 0 quarantined" in api.server.read_output().split("public key")[-1]
+
+
+# -- a log that lost its first records ------------------------------------------------
+
+
+def test_log_cut_before_a_later_policy_record_is_quarantined_not_refilled(
+    fresh_api: Api,
+) -> None:
+    api = fresh_api
+    agent = api.create("cut", _policy())
+    ok(agent.act("search"))
+    ok(api.admin.put(f"{agent.path}/policy", json=_policy()))
+    assert api.server.stop() == 0
+    path = api.server.data_dir / "agents" / "cut.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    policy_at = max(i for i, line in enumerate(lines) if b'"kind":"policy"' in line)
+    path.write_bytes(b"".join(lines[policy_at:]))
+    api.server.start()
+    entry = ok(api.admin.get("/v1/agents"))["agents"][0]
+    assert (entry["agent_id"], entry["state"]) == ("cut", "quarantined")
+    assert entry["error"] == f"line 1 (seq {policy_at}): log does not start at seq 0"
+    assert_error(agent.act("search"), 503, "quarantined")
