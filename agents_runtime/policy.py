@@ -15,6 +15,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
+from agents_runtime.canonical import MAX_SAFE_INT
 from agents_runtime.errors import PolicyError
 from agents_runtime.money import ZERO, Money, positive, to_money
 from agents_runtime.validation import error_messages
@@ -54,10 +55,15 @@ class Policy:
 
 def _strict_int(value: Any, _: Any) -> int:
     if type(value) is int:
-        return value
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-        return int(value)
-    raise ValueError("must be an integer")
+        number = value
+    elif isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        number = int(value)
+    else:
+        raise ValueError("must be an integer")
+    # The policy is written into the log, whose numbers RFC 8785 bounds.
+    if abs(number) > MAX_SAFE_INT:
+        raise ValueError(f"must be at most {MAX_SAFE_INT}")
+    return number
 
 
 def _positive_int(value: Any, _: Any) -> PositiveInt:

@@ -377,3 +377,30 @@ def test_tool_names_outside_1_to_128_characters_are_refused(name: str) -> None:
 def test_policy_error_is_a_value_error() -> None:
     with pytest.raises(ValueError, match=r"^\$\.extra: unknown key$"):
         parse_policy(with_(extra=True))
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        pytest.param(
+            {"budget": 1, "scar_limit": 1, "tools": {"t": {"max_calls": Decimal("1e21")}}},
+            "$.tools.t.max_calls: must be at most 9007199254740991",
+            id="max_calls",
+        ),
+        pytest.param(
+            {
+                "budget": 1,
+                "scar_limit": 1,
+                "tools": {},
+                "rate_limit": {"max_actions": 2**53, "window_secs": 1},
+            },
+            "$.rate_limit.max_actions: must be at most 9007199254740991",
+            id="max_actions",
+        ),
+    ],
+)
+def test_integers_the_log_cannot_hold_are_refused_naming_the_key(
+    policy: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(PolicyError, match=rf"^{re.escape(message)}$"):
+        parse_policy(policy)

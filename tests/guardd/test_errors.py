@@ -181,6 +181,9 @@ OTHER_BAD_BODIES = [
     pytest.param("scars", {"severity": "awful", "reason": "r"}, "$.severity", id="scar-severity"),
     pytest.param("scars", {"severity": "minor"}, "$.reason", id="scar-no-reason"),
     pytest.param("terminate", {"reason": "r"}, "$.by", id="terminate-no-by"),
+    pytest.param(
+        "terminate", {"reason": "r", "by": "system"}, "$.by", id="terminate-by-reserved-system"
+    ),
 ]
 
 
@@ -455,3 +458,10 @@ def test_failed_log_write_is_internal_without_details(fresh_api: Api) -> None:
         agents_dir.with_name("agents-away").rename(agents_dir)
     assert_error(api.admin.get("/v1/agents/doomed"), 404, "not_found")
     assert ok(api.admin.post("/v1/agents", json=_create("doomed")), 201)
+
+
+def test_policy_integer_beyond_what_the_log_can_hold_is_bad_request(api: Api) -> None:
+    policy = {**POLICY, "tools": {"t": {"max_calls": 1e21}}}
+    response = api.admin.post("/v1/agents", json={"agent_id": "big-cap", "policy": policy})
+    error = assert_error(response, 400, "bad_request")
+    assert error["error"] == "$.policy.tools.t.max_calls: must be at most 9007199254740991"
