@@ -105,6 +105,9 @@ class LogFile:
             tmp.unlink(missing_ok=True)
             raise
         except OSError as exc:
+            # Not durable, so not created: leave no log a restart would load.
+            path.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise LogWriteError(f"cannot create {path.name}: {exc}") from exc
         return cls.open(path, io)
 
