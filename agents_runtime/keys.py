@@ -104,7 +104,12 @@ class KeyRing:
 
 
 def _write_new(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    """Create ``path`` holding ``data``, atomically: written in full and
+    fsynced under a temporary name, then linked into place (which fails if
+    the name exists). A crash leaves either no key or the whole key."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -112,6 +117,10 @@ def _write_new(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    try:
+        os.link(tmp, path)
+    finally:
+        tmp.unlink()
 
 
 def _read_secret(path: Path) -> bytes:
@@ -148,13 +157,16 @@ def fsync_dir(path: Path) -> None:
 def create_keys(keys_dir: Path) -> None:
     """Create every missing key file. Only called while no log exists."""
     keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    audit_key = keys_dir / "audit.key"
+    audit_key, audit_pub = keys_dir / "audit.key", keys_dir / "audit.pub"
     if not audit_key.exists():
-        seed = secrets.token_bytes(32)
-        _write_new(audit_key, seed.hex().encode() + b"\n")
+        audit_pub.unlink(missing_ok=True)
+        _write_new(audit_key, secrets.token_bytes(32).hex().encode() + b"\n")
+    if not audit_pub.exists():
+        # Also after a crash between the two files: audit.pub is what makes a
+        # read-only start possible if audit.key is ever lost.
+        seed = _hex_key(audit_key, _read_secret(audit_key))
         public = bytes(nacl.signing.SigningKey(seed).verify_key)
-        (keys_dir / "audit.pub").unlink(missing_ok=True)
-        _write_new(keys_dir / "audit.pub", public.hex().encode() + b"\n")
+        _write_new(audit_pub, public.hex().encode() + b"\n")
     if not (keys_dir / "token.key").exists():
         _write_new(keys_dir / "token.key", secrets.token_bytes(32))
     if not (keys_dir / "admin.token").exists():

@@ -223,3 +223,21 @@ def test_missing_admin_token_file_leaves_admin_token_unset(tmp_path: Path) -> No
     keys.create_keys(tmp_path)
     (tmp_path / "admin.token").unlink()
     assert keys.load_keys(tmp_path).admin_token is None
+
+
+def test_audit_pub_lost_to_a_crash_at_first_start_is_written_at_the_next(
+    tmp_path: Path,
+) -> None:
+    keys.create_keys(tmp_path)
+    public = (tmp_path / "audit.pub").read_bytes()
+    (tmp_path / "audit.pub").unlink()
+    keys.create_keys(tmp_path)
+    assert (tmp_path / "audit.pub").read_bytes() == public
+    assert stat.S_IMODE((tmp_path / "audit.pub").stat().st_mode) == 0o600
+
+
+def test_key_files_appear_whole_and_leave_no_temporary_file(tmp_path: Path) -> None:
+    keys.create_keys(tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["admin.token", "audit.key", "audit.pub", "token.key"]
+    assert len((tmp_path / "token.key").read_bytes()) == 32
