@@ -11,6 +11,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
+from agents_runtime.agent import SYSTEM
 from agents_runtime.errors import PolicyError
 from agents_runtime.money import Money, to_money
 from agents_runtime.policy import MAX_TOOL_NAME, Policy, parse_policy
@@ -18,6 +19,7 @@ from agents_runtime.validation import error_messages
 from guardd.errors import BadRequest
 
 Name = NewType("Name", str)  # who: approver, operator (1-128 characters)
+Operator = NewType("Operator", str)  # a Name other than "system"
 Text = NewType("Text", str)  # reasons and notes (1-4096 characters)
 Tool = NewType("Tool", str)
 AgentId = NewType("AgentId", str)
@@ -70,7 +72,7 @@ class ScarBody:
 @attrs.frozen
 class TerminateBody:
     reason: Text
-    by: Name
+    by: Operator
 
 
 def _string(limit: int, what: str) -> Any:
@@ -82,6 +84,15 @@ def _string(limit: int, what: str) -> Any:
         return value
 
     return hook
+
+
+def _operator(value: Any, _: Any) -> str:
+    name: str = _string(MAX_NAME, "names")(value, None)
+    # "system" marks what the service does by itself; an operator using it
+    # would make the log say the policy did what a person did.
+    if name == SYSTEM:
+        raise ValueError(f'"{SYSTEM}" is reserved for automatic terminations')
+    return name
 
 
 def _plain_str(value: Any, _: Any) -> str:
@@ -113,6 +124,7 @@ def _object(value: Any) -> Any:
 
 _converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 _converter.register_structure_hook(Name, _string(MAX_NAME, "names"))
+_converter.register_structure_hook(Operator, _operator)
 _converter.register_structure_hook(Text, _string(MAX_TEXT, "text"))
 _converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
 _converter.register_structure_hook(AgentId, _agent_id)

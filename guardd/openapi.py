@@ -436,7 +436,16 @@ def _body_schemas() -> dict[str, Schema]:
             },
             required=["severity", "reason"],
         ),
-        "Terminate": _obj({"reason": text, "by": name}),
+        "Terminate": _obj(
+            {
+                "reason": text,
+                "by": name
+                | {
+                    "not": {"const": "system"},
+                    "description": 'Who terminates; "system" is reserved for the service.',
+                },
+            }
+        ),
     }
 
 
