@@ -33,6 +33,7 @@ from agents_runtime.errors import (
     AgentUnavailable,
     LogWriteError,
     ReadOnly,
+    ShuttingDown,
     UnknownAction,
 )
 from agents_runtime.keys import Signer
@@ -185,7 +186,7 @@ class AgentRef:
     async def ask(self, command: c.Command) -> Any:
         actor = self._actor
         if actor.stopping or (actor.task is not None and actor.task.done()):
-            raise AgentUnavailable("guardd is shutting down")
+            raise ShuttingDown("guardd is shutting down")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         mailbox = actor.mailbox
         if mailbox.full():
@@ -311,7 +312,7 @@ class AgentActor:
                             future.set_exception(AgentUnavailable("agent stopped unexpectedly"))
                     raise
         finally:
-            self._fail_waiting(AgentUnavailable("guardd is shutting down"))
+            self._fail_waiting(ShuttingDown("guardd is shutting down"))
             if self.logfile is not None:
                 self.logfile.close()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from agents_runtime.keys import KeyRing, create_keys, load_keys
+from agents_runtime.keys import KeyRing, create_keys, fsync_dir, load_keys
 from agents_runtime.logfile import TMP_SUFFIX
 
 AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -60,8 +60,14 @@ class DataDir:
 
     def prepare(self) -> KeyRing:
         """Create the directories, and the keys while no log exists; load the keys."""
+        fresh = not self.agents_dir.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.agents_dir.mkdir(mode=0o700, exist_ok=True)
         if not self.agent_ids():
             create_keys(self.keys_dir)
+        if fresh:
+            # The new directories' own entries must be durable before the
+            # first log in them is acknowledged.
+            fsync_dir(self.root)
+            fsync_dir(self.root.resolve().parent)
         return load_keys(self.keys_dir)

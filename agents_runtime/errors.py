@@ -19,7 +19,8 @@ The tree::
         ├── AgentExists                    agent ID taken           (agent_exists)
         ├── ReadOnly                       no signing key           (read_only)
         ├── Quarantined                    log failed verification  (quarantined)
-        └── AgentUnavailable               fenced after a write failure, or stopping (internal)
+        ├── AgentUnavailable               fenced after a write failure (internal)
+        └── ShuttingDown                   guardd is stopping; try again (unavailable)
 """
 
 from __future__ import annotations
@@ -102,3 +103,9 @@ class Quarantined(AgentError):
 
 class AgentUnavailable(AgentError):
     code = "internal"
+
+
+class ShuttingDown(AgentError):
+    """The service is stopping: a client may retry once it is back (503)."""
+
+    code = "unavailable"

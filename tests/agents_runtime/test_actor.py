@@ -20,6 +20,7 @@ from agents_runtime.errors import (
     CanonicalError,
     LogWriteError,
     ReadOnly,
+    ShuttingDown,
     UnknownAction,
 )
 from agents_runtime.logfile import LogFile
@@ -273,9 +274,9 @@ async def test_stop_answers_what_is_queued_and_refuses_later_asks(tmp_path: Path
     await registry.stop()
     results = await asyncio.gather(*asks, return_exceptions=True)
     answered = [r for r in results if isinstance(r, dict)]
-    refused = [r for r in results if isinstance(r, AgentUnavailable)]
+    refused = [r for r in results if isinstance(r, ShuttingDown)]
     assert len(answered) + len(refused) == 20
-    with pytest.raises(AgentUnavailable, match=r"^guardd is shutting down$"):
+    with pytest.raises(ShuttingDown, match=r"^guardd is shutting down$"):
         await ref.ask(c.GetStatus())
     loaded = load_log(registry.data_dir.log_path(AGENT), AGENT, registry.ring.public_key)
     assert loaded.state is not None
