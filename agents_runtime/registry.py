@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -70,15 +75,20 @@ class Registry:
 
     # -- startup -------------------------------------------------------------
 
-    def load(self) -> LoadSummary:
-        """Verify and fold every log on disk (before serving)."""
+    def load(self, *, workers: int | None = None) -> LoadSummary:
+        """Verify and fold every log on disk (before serving).
+
+        With enough logs to pay for it, worker processes (``workers``, default
+        one per usable CPU) verify and fold whole files in parallel; this
+        process adopts each result in agent order, so torn tails are moved and
+        quarantines decided exactly as when it does it all by itself."""
         removed = len(self.data_dir.remove_unfinished())
         torn: list[str] = []
-        for agent_id in self.data_dir.agent_ids():
-            loaded = load_log(self.data_dir.log_path(agent_id), agent_id, self.ring.public_key)
+        ids = self.data_dir.agent_ids()
+        for loaded in _load_logs(self.data_dir, ids, self.ring.public_key, workers):
             if self._adopt(loaded):
                 if loaded.contents.torn_tail is not None:
-                    torn.append(agent_id)
+                    torn.append(loaded.agent_id)
         return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed)
 
     def _adopt(self, loaded: Loaded) -> bool:
@@ -251,6 +261,73 @@ class _ReadOnlyLog(LogFile):
 
     def close(self) -> None:
         pass
+
+
+# Startup verifies in worker processes only when there is this much log to
+# verify: below it, starting them costs more than they save.
+PARALLEL_LOAD_BYTES = 4 * 1024 * 1024
+LOAD_TASK_BYTES = 1024 * 1024  # logs per worker task, to amortise the hand-offs
+
+
+def load_workers() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _load_logs(
+    data_dir: DataDir, ids: list[str], public_key: bytes, workers: int | None
+) -> Iterator[Loaded]:
+    """``load_log`` of each agent, in order; whole files in worker processes
+    when it pays. Lines are dropped from what workers send back: adopting a
+    log needs only its state, failure and tail."""
+    workers = load_workers() if workers is None else workers
+    sizes = [_size(data_dir.log_path(agent_id)) for agent_id in ids]
+    done = 0
+    if workers > 1 and sum(sizes) >= PARALLEL_LOAD_BYTES:
+        tasks: list[list[str]] = [[]]
+        task_bytes = 0
+        for agent_id, size in zip(ids, sizes, strict=True):
+            if task_bytes >= LOAD_TASK_BYTES:
+                tasks.append([])
+                task_bytes = 0
+            tasks[-1].append(agent_id)
+            task_bytes += size
+        # fork is cheapest and imports nothing again, but is only safe while this
+        # process has one thread (guardd at startup); otherwise spawn.
+        context = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+        pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context)
+        try:
+            results = pool.map(
+                _load_task, [data_dir] * len(tasks), tasks, [public_key] * len(tasks)
+            )
+            for batch in results:
+                yield from batch
+                done += len(batch)
+        except (BrokenProcessPool, OSError) as exc:
+            log.warning("verifying logs in worker processes failed (%s); going on here", exc)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    for agent_id in ids[done:]:
+        yield load_log(data_dir.log_path(agent_id), agent_id, public_key)
+
+
+def _load_task(data_dir: DataDir, ids: list[str], public_key: bytes) -> list[Loaded]:
+    """In a worker process: verify and fold these agents' logs."""
+    out = []
+    for agent_id in ids:
+        loaded = load_log(data_dir.log_path(agent_id), agent_id, public_key)
+        out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
+    return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # load_log will say what is wrong with it
 
 
 def timestamp_now(clock: Clock) -> str:
