@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.http_bench import Server, guardd_server
-from bench.startup_bench import cached_data_dir
+from bench.startup_bench import cached_data_dir, fingerprint, unchanged
 
 TARGET_KIB_PER_AGENT = 32
 SETTLE_SECONDS = 2.0
@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="guard-memory-bench-") as tmp:
         for k in range(args.rounds):
             empty, _ = idle_rss(Path(tmp) / f"empty-{k}" / "guard-data", Path(tmp))
+            before = fingerprint(root)
             loaded, ready = idle_rss(root, Path(tmp))
+            unchanged(root, before)
             empties.append(empty)
             loadeds.append(loaded)
             print(
