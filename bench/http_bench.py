@@ -140,16 +140,20 @@ class Server:
                 self.argv, cwd=REPO, env=env or clean_env(), stdout=out, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited early:\n{self.output()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    self.ready_after = time.perf_counter() - self.started_at
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.02)
+        # Poll with a bare connect until the port listens: an httpx request
+        # per poll costs this process a core, which a loading server needs.
+        with httpx.Client(timeout=1.0) as client:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited early:\n{self.output()}")
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
+                    if client.get(f"{self.url}/healthz").status_code == 200:
+                        self.ready_after = time.perf_counter() - self.started_at
+                        return self
+                except (OSError, httpx.TransportError):
+                    pass
+                time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"{self.name} did not answer within {timeout}s:\n{self.output()}")
 
