@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import attrs
 
 from agents_runtime import canonical
 from agents_runtime.actor import AgentActor, AgentRef, Clock, Committer, wall_clock
+from agents_runtime.commands import GetStatus
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import (
     AgentExists,
@@ -168,8 +170,6 @@ class Registry:
         return agent_id in self.actors or agent_id in self.quarantined
 
     async def list(self) -> list[dict[str, Any]]:
-        from agents_runtime.commands import GetStatus
-
         entries: list[dict[str, Any]] = []
         for agent_id in sorted(set(self.actors) | set(self.quarantined)):
             failure = self.quarantined.get(agent_id)
@@ -331,8 +331,6 @@ def _size(path: Path) -> int:
 
 
 def timestamp_now(clock: Clock) -> str:
-    from datetime import UTC, datetime
-
     return timestamp(datetime.fromtimestamp(clock(), UTC))
 
 
