@@ -40,7 +40,7 @@ from agents_runtime.keys import Signer
 from agents_runtime.logfile import LogFile
 from agents_runtime.record import Head, seal, timestamp
 from agents_runtime.replay import load_log
-from agents_runtime.state import PENDING, AgentState, apply, parse_ts
+from agents_runtime.state import AgentState, action_number, apply, parse_ts
 
 log = logging.getLogger("agents_runtime.actor")
 
@@ -233,7 +233,10 @@ class AgentActor:
         assert self.signer is not None
         sealed = seal(fields, prev=self.state.head, ts=self._ts, signer=self.signer)
         # Apply what will be on disk, parsed back from its bytes, exactly as replay does.
-        apply(self.state, _read_back(sealed.line[:-1].decode()))
+        state = self.state
+        record = _read_back(sealed.line[:-1].decode())
+        apply(state, record)
+        state.records.add(record, sealed.line, written=False)
         self._buffer.append(sealed.line)
 
     def _tick(self) -> float:
@@ -273,11 +276,10 @@ class AgentActor:
         return self.logfile.path
 
     def _watch(self, action_id: str) -> asyncio.Future[None]:
-        action = self.state.actions.get(action_id)
-        if action is None:
+        if action_number(self.state, action_id) is None:
             raise UnknownAction(f"no action {action_id} for agent {self.state.agent_id}")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if action.status != PENDING:
+        if action_id not in self.state.pending:
             future.set_result(None)
             return future
         waiting = [f for f in self._watchers.get(action_id, []) if not f.done()]
@@ -286,8 +288,8 @@ class AgentActor:
         return future
 
     def _wake_watchers(self) -> None:
-        actions = self.state.actions
-        done = [a for a in self._watchers if a not in actions or actions[a].status != PENDING]
+        pending = self.state.pending
+        done = [a for a in self._watchers if a not in pending]
         for action_id in done:
             for future in self._watchers.pop(action_id):
                 if not future.done():
@@ -345,6 +347,7 @@ class AgentActor:
             self._fence(exc)
         else:
             self.committed_length += len(data)
+            self.state.records.written()
 
     async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
         replies: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
@@ -373,6 +376,7 @@ class AgentActor:
                 replies = [(f, None, failure) for f, _, _ in replies]
             else:
                 self.committed_length += len(data)
+                self.state.records.written()
         for future, result, error in replies:
             if future.done():
                 continue

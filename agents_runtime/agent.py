@@ -32,8 +32,13 @@ from agents_runtime.state import (
     Action,
     AgentState,
     action_json,
+    action_number,
+    action_outcome,
+    action_status,
+    first_decision,
     parse_ts,
     pending_json,
+    requested_record,
     status_json,
 )
 
@@ -43,17 +48,20 @@ OPERATOR = "operator"
 OUTCOME_SCARS = {"success": None, "failure": "minor", "harmful": "severe"}
 
 
-def _action(state: AgentState, action_id: str) -> Action:
-    action = state.actions.get(action_id)
-    if action is None:
+def _action(state: AgentState, action_id: str) -> int:
+    """The number of the agent's action ``action_id``, or UnknownAction."""
+    n = action_number(state, action_id)
+    if n is None:
         raise UnknownAction(f"no action {action_id} for agent {state.agent_id}")
-    return action
+    return n
 
 
 def _pending(state: AgentState, action_id: str) -> Action:
-    action = _action(state, action_id)
-    if action.status != PENDING:
-        raise InvalidState(f"action {action_id} is {action.status}, not pending_approval")
+    n = _action(state, action_id)
+    action = state.pending.get(action_id)
+    if action is None:
+        status = action_status(state, n)
+        raise InvalidState(f"action {action_id} is {status}, not pending_approval")
     return action
 
 
@@ -144,8 +152,13 @@ def conclude(
     return {"decision": "denied", "action_id": action_id, "reason": reason}
 
 
-def _same_request(action: Action, cmd: c.RequestAction) -> bool:
-    first = {"tool": action.tool, "input": action.input, "cost": action.requested_cost}
+def _same_request(state: AgentState, n: int, cmd: c.RequestAction) -> bool:
+    requested = requested_record(state, n)
+    first = {
+        "tool": requested["tool"],
+        "input": requested["input"],
+        "cost": requested["requested_cost"],
+    }
     again = {"tool": cmd.tool, "input": cmd.input, "cost": cmd.cost}
     return dumps(first) == dumps(again)
 
@@ -154,12 +167,11 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
     if cmd.idempotency_key is not None:
         earlier = state.idempotency.get(cmd.idempotency_key)
         if earlier is not None:
-            action = state.actions[earlier]
-            if not _same_request(action, cmd):
+            if not _same_request(state, earlier, cmd):
                 raise IdempotencyConflict(
-                    f"Idempotency-Key was first used for {earlier} with a different body"
+                    f"Idempotency-Key was first used for act-{earlier} with a different body"
                 )
-            return action.first_decision
+            return first_decision(state, earlier)
     action_id = state.next_action_id
     verdict = decide(state, cmd.tool, cmd.cost, now)
     fields: dict[str, Any] = {
@@ -201,21 +213,23 @@ def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
 def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: float) -> Any:
     if cmd.outcome == "harmful" and cmd.role != c.ADMIN:
         raise Forbidden("only the admin token may report a harmful outcome")
-    action = _action(state, cmd.action_id)
-    if action.status != ALLOWED:
-        if action.outcome is not None:
-            raise InvalidState(f"action {action.action_id} already has outcome {action.outcome}")
-        raise InvalidState(f"action {action.action_id} is {action.status}, not allowed")
+    n = _action(state, cmd.action_id)
+    status = action_status(state, n)
+    if status != ALLOWED:
+        outcome = action_outcome(state, n)
+        if outcome is not None:
+            raise InvalidState(f"action {cmd.action_id} already has outcome {outcome}")
+        raise InvalidState(f"action {cmd.action_id} is {status}, not allowed")
     fields: dict[str, Any] = {
         "kind": "outcome",
-        "action_id": action.action_id,
+        "action_id": cmd.action_id,
         "outcome": cmd.outcome,
         "by": cmd.role,
     }
     if cmd.detail is not None:
         fields["detail"] = cmd.detail
     emit(fields)
-    _outcome_scar(state, emit, action.action_id, cmd.outcome, cmd.detail)
+    _outcome_scar(state, emit, cmd.action_id, cmd.outcome, cmd.detail)
     return status_json(state)
 
 
@@ -248,7 +262,7 @@ def get_status(state: AgentState, emit: Emit, cmd: c.GetStatus, now: float) -> A
 
 
 def get_action(state: AgentState, emit: Emit, cmd: c.GetAction, now: float) -> Any:
-    return action_json(_action(state, cmd.action_id))
+    return action_json(state, _action(state, cmd.action_id))
 
 
 def list_pending(state: AgentState, emit: Emit, cmd: c.ListPending, now: float) -> Any:
@@ -273,9 +287,10 @@ def finish_interrupted(state: AgentState, emit: Emit) -> None:
         return
     kind = last["kind"]
     if kind == "action_requested":
-        action = state.actions[last["action_id"]]
-        verdict = decide(state, action.tool, action.requested_cost, parse_ts(last["ts"]))
-        conclude(state, emit, action.action_id, verdict)
+        cost = last["requested_cost"]
+        requested_cost = None if cost is None else Decimal(cost)
+        verdict = decide(state, last["tool"], requested_cost, parse_ts(last["ts"]))
+        conclude(state, emit, last["action_id"], verdict)
     elif kind == "action_allowed":
         _terminate_if_exhausted(state, emit, Decimal(last["cost"]))
     elif kind == "action_denied":

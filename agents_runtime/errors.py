@@ -20,6 +20,7 @@ The tree::
         ├── ReadOnly                       no signing key           (read_only)
         ├── Quarantined                    log failed verification  (quarantined)
         ├── AgentUnavailable               fenced after a write failure (internal)
+        ├── LogReadError                   a record of its log cannot be read back (internal)
         └── ShuttingDown                   guardd is stopping; try again (unavailable)
 """
 
@@ -102,6 +103,13 @@ class Quarantined(AgentError):
 
 
 class AgentUnavailable(AgentError):
+    code = "internal"
+
+
+class LogReadError(AgentError):
+    """A record the agent's log held when it was loaded or written cannot be
+    read back: the file changed under a running guardd (500)."""
+
     code = "internal"
 
 

@@ -38,6 +38,7 @@ from agents_runtime.keys import KeyRing
 from agents_runtime.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail
 from agents_runtime.policy import Policy, policy_json
 from agents_runtime.record import Head, genesis_fields, seal, timestamp
+from agents_runtime.recordstore import FileRecords
 from agents_runtime.replay import Loaded, load_log
 from agents_runtime.state import AgentState, apply, status_json
 from agents_runtime.verify import Failure
@@ -201,7 +202,8 @@ class Registry:
             raise ReadOnly("guardd has no signing key (keys/audit.key): cannot create agents")
         self._creating.add(agent_id)
         try:
-            state = AgentState(agent_id)
+            path = self.data_dir.log_path(agent_id)
+            state = AgentState(agent_id, records=FileRecords(path))
             ts = timestamp_now(self.clock)
             lines = []
             for fields in (
@@ -209,10 +211,11 @@ class Registry:
                 {"kind": "policy", "policy": policy_json(policy)},
             ):
                 sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
-                apply(state, canonical.loads(sealed.line[:-1]))
+                record = canonical.loads(sealed.line[:-1])
+                apply(state, record)
+                state.records.add(record, sealed.line)
                 lines.append(sealed.line)
             data = b"".join(lines)
-            path = self.data_dir.log_path(agent_id)
             try:
                 io = self.io_for(agent_id)
                 logfile = await asyncio.to_thread(LogFile.create, path, data, io)

@@ -8,6 +8,7 @@ import attrs
 
 from agents_runtime.errors import VerificationError
 from agents_runtime.logfile import LogContents, read_log, split_log
+from agents_runtime.recordstore import FileRecords, MemoryRecords, RecordStore
 from agents_runtime.state import AgentState, apply
 from agents_runtime.verify import ChainVerifier, Failure
 
@@ -24,13 +25,20 @@ class Loaded:
         return self.failure is None
 
 
-def replay_lines(agent_id: str, lines: list[bytes], public_key: bytes) -> Loaded:
+def replay_lines(
+    agent_id: str, lines: list[bytes], public_key: bytes, *, path: Path | None = None
+) -> Loaded:
+    """Verify and fold ``lines``; the state reads records back from the file
+    at ``path`` (which holds these lines first), or from memory without one."""
     verifier = ChainVerifier(public_key=public_key, log_id=agent_id)
-    state = AgentState(agent_id)
+    records: RecordStore = MemoryRecords() if path is None else FileRecords(path)
+    state = AgentState(agent_id, records=records)
     contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
     try:
         for line in lines:
-            apply(state, verifier.feed(line))
+            record = verifier.feed(line)
+            apply(state, record)
+            records.add(record, line + b"\n")
     except VerificationError as exc:
         return Loaded(agent_id, None, exc.failure, contents)
     except (KeyError, TypeError, ValueError) as exc:
@@ -50,5 +58,5 @@ def load_log(path: Path, agent_id: str, public_key: bytes, *, length: int | None
     else:
         with path.open("rb") as fh:
             contents = split_log(fh.read(length))
-    loaded = replay_lines(agent_id, contents.lines, public_key)
+    loaded = replay_lines(agent_id, contents.lines, public_key, path=path)
     return attrs.evolve(loaded, contents=contents)

@@ -8,6 +8,7 @@ so the live state and the replayed state are the same by construction.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from datetime import datetime
 from decimal import Decimal
@@ -18,6 +19,7 @@ import attrs
 from agents_runtime.money import ZERO
 from agents_runtime.policy import Policy, parse_policy
 from agents_runtime.record import Head
+from agents_runtime.recordstore import MemoryRecords, RecordStore
 
 SCAR_WEIGHTS = {"minor": 1, "moderate": 3, "severe": 10, "fatal": 0}
 SEVERITIES = tuple(SCAR_WEIGHTS)
@@ -33,8 +35,28 @@ def parse_ts(ts: str) -> float:
     return datetime.fromisoformat(ts).timestamp()
 
 
+# One byte per action says where it stands; an outcome is kept as its own status.
+_STATUS_CODES = {
+    "requested": 0,
+    PENDING: 1,
+    ALLOWED: 2,
+    DENIED: 3,
+    "success": 4,
+    "failure": 5,
+    "harmful": 6,
+}
+_STATUS_NAMES = ("requested", PENDING, ALLOWED, DENIED, COMPLETED, COMPLETED, COMPLETED)
+_OUTCOMES = (None, None, None, None, "success", "failure", "harmful")
+_ALLOWED_CODE = _STATUS_CODES[ALLOWED]
+_DENIED_CODE = _STATUS_CODES[DENIED]
+
+
 @attrs.define(slots=True)
 class Action:
+    """An action held for approval: kept whole while it can still change
+    (pending) and once decided, since operators, not agents, set their pace.
+    Actions decided at request time keep a status byte and a seq only."""
+
     action_id: str
     seq: int  # seq of its action_requested record
     requested_at: str
@@ -42,14 +64,9 @@ class Action:
     input: Any
     requested_cost: Decimal | None
     cost: Decimal  # the charge (recomputed when an approval re-runs the checks)
-    idempotency_key: str | None = None
-    status: str = "requested"
-    outcome: str | None = None
     reason: dict[str, Any] | None = None  # deny reason object
     approved_by: str | None = None
     note: str | None = None
-    first_decision: dict[str, Any] | None = None
-    allowed_at: float | None = None  # ts of its action_allowed record
 
 
 @attrs.define(slots=True)
@@ -71,16 +88,23 @@ class AgentState:
     spent: Decimal = ZERO
     scars: list[Scar] = attrs.field(factory=list)
     scar_score: int = 0
-    actions: dict[str, Action] = attrs.field(factory=dict)
+    # Action n (act-n) is at index n - 1: the seq of its action_requested
+    # record, and a status code.
+    action_seqs: array[int] = attrs.field(factory=lambda: array("q"))
+    action_status: bytearray = attrs.field(factory=bytearray)
+    held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
     pending: dict[str, Action] = attrs.field(factory=dict)  # insertion order = oldest first
-    idempotency: dict[str, str] = attrs.field(factory=dict)  # key -> action_id
+    idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
+    allowed_times: array[float] = attrs.field(factory=lambda: array("d"))  # every allowed ts
     rate_window: deque[float] = attrs.field(factory=deque)  # times of recent allowed actions
     actions_allowed: int = 0
     actions_denied: int = 0
     alive: bool = True
     termination_reason: str | None = None
     terminated_by: str | None = None
+    # Where earlier records are read back from; not state, so not compared.
+    records: RecordStore = attrs.field(factory=MemoryRecords, eq=False, repr=False)
 
     @property
     def budget(self) -> Decimal:
@@ -91,13 +115,55 @@ class AgentState:
         return self.budget - self.spent
 
     @property
+    def action_count(self) -> int:
+        return len(self.action_seqs)
+
+    @property
     def next_action_id(self) -> str:
-        return f"act-{len(self.actions) + 1}"
+        return f"act-{len(self.action_seqs) + 1}"
 
 
-def _decide_first(action: Action, decision: dict[str, Any]) -> None:
-    if action.first_decision is None:
-        action.first_decision = decision
+def action_number(state: AgentState, action_id: str) -> int | None:
+    """n of ``act-n`` when the agent has that action, else None."""
+    if not action_id.startswith("act-"):
+        return None
+    digits = action_id[4:]
+    if not digits.isascii() or not digits.isdigit() or digits[0] == "0" or len(digits) > 18:
+        return None
+    n = int(digits)
+    return n if n <= len(state.action_seqs) else None
+
+
+def action_status(state: AgentState, n: int) -> str:
+    """Status of action ``n``: requested, pending_approval, allowed, denied or completed."""
+    return _STATUS_NAMES[state.action_status[n - 1]]
+
+
+def action_outcome(state: AgentState, n: int) -> str | None:
+    return _OUTCOMES[state.action_status[n - 1]]
+
+
+def requested_record(state: AgentState, n: int) -> dict[str, Any]:
+    """The action_requested record of action ``n``."""
+    return state.records.get(state.action_seqs[n - 1])
+
+
+def first_decision(state: AgentState, n: int) -> dict[str, Any]:
+    """The decision action ``n`` was first answered with (an Idempotency-Key
+    repeat answers with it again)."""
+    action_id = f"act-{n}"
+    if action_id in state.held:
+        return {"decision": PENDING, "action_id": action_id}
+    # Decided at request time: the decision record follows action_requested.
+    record = state.records.get(state.action_seqs[n - 1] + 1)
+    if record["kind"] == "action_allowed":
+        return {
+            "decision": ALLOWED,
+            "action_id": action_id,
+            "cost": record["cost"],
+            "remaining": record["remaining"],
+        }
+    return {"decision": DENIED, "action_id": action_id, "reason": record["reason"]}
 
 
 def apply(state: AgentState, record: dict[str, Any]) -> AgentState:
@@ -122,8 +188,9 @@ def _policy(state: AgentState, r: dict[str, Any]) -> None:
     policy = state.policy = parse_policy(r["policy"])
     # The window kept for the old policy may be too short for the new one (a
     # longer window, more actions, or no rate limit before): rebuild it.
-    allowed = (a.allowed_at for a in state.actions.values() if a.allowed_at is not None)
-    state.rate_window = deque(sorted(allowed))
+    times = state.allowed_times
+    keep = policy.rate_limit.max_actions if policy.rate_limit is not None else 0
+    state.rate_window = deque(sorted(times[-keep:]) if keep else ())
     _trim_window(state)
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
@@ -131,51 +198,82 @@ def _policy(state: AgentState, r: dict[str, Any]) -> None:
 
 
 def _requested(state: AgentState, r: dict[str, Any]) -> None:
-    action = Action(
-        action_id=r["action_id"],
-        seq=r["seq"],
-        requested_at=r["ts"],
-        tool=r["tool"],
-        input=r["input"],
-        requested_cost=r["requested_cost"],
-        cost=Decimal(r["cost"]),
-        idempotency_key=r.get("idempotency_key"),
-    )
-    state.actions[action.action_id] = action
-    if action.idempotency_key is not None:
-        state.idempotency[action.idempotency_key] = action.action_id
+    n = len(state.action_seqs) + 1
+    if r["action_id"] != f"act-{n}":
+        raise ValueError(f"{r['action_id']} requested where act-{n} comes next")
+    state.action_seqs.append(r["seq"])
+    state.action_status.append(0)
+    key = r.get("idempotency_key")
+    if key is not None:
+        state.idempotency[key] = n
+
+
+def _number(state: AgentState, r: dict[str, Any]) -> int:
+    n = action_number(state, r["action_id"])
+    if n is None:
+        raise KeyError(r["action_id"])
+    return n
+
+
+def _just_requested(state: AgentState, r: dict[str, Any]) -> dict[str, Any]:
+    # A decision made at request time is written right after the request.
+    requested = state.last_record
+    if (
+        requested is None
+        or requested["kind"] != "action_requested"
+        or requested["action_id"] != r["action_id"]
+    ):
+        raise ValueError(f"{r['kind']} of {r['action_id']} does not follow its request")
+    return requested
 
 
 def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
-    action = state.actions[r["action_id"]]
-    action.status = PENDING
-    action.cost = Decimal(r["cost"])
+    n = _number(state, r)
+    q = _just_requested(state, r)
+    action = Action(
+        action_id=q["action_id"],
+        seq=q["seq"],
+        requested_at=q["ts"],
+        tool=q["tool"],
+        input=q["input"],
+        requested_cost=q["requested_cost"],
+        cost=Decimal(r["cost"]),
+    )
+    state.held[action.action_id] = action
     state.pending[action.action_id] = action
-    _decide_first(action, {"decision": PENDING, "action_id": action.action_id})
+    state.action_status[n - 1] = _STATUS_CODES[PENDING]
+
+
+def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None]:
+    """The action a decision record is about, and its held Action if any;
+    the held one must be pending, the other just requested."""
+    n = _number(state, r)
+    action = state.pending.pop(r["action_id"], None)
+    if action is None:
+        if state.action_status[n - 1] != 0:
+            raise ValueError(f"{r['action_id']} is decided already")
+        _just_requested(state, r)
+    return n, action
 
 
 def _allowed(state: AgentState, r: dict[str, Any]) -> None:
-    action = state.actions[r["action_id"]]
-    state.pending.pop(action.action_id, None)
-    action.status = ALLOWED
-    action.cost = Decimal(r["cost"])
-    action.approved_by = r.get("approved_by")
-    action.note = r.get("note")
-    state.spent += action.cost
+    n, action = _decided(state, r)
+    cost = Decimal(r["cost"])
+    if action is not None:
+        action.cost = cost
+        action.approved_by = r.get("approved_by")
+        action.note = r.get("note")
+        tool = action.tool
+    else:
+        tool = state.last_record["tool"]  # type: ignore[index]  # checked by _decided
+    state.action_status[n - 1] = _ALLOWED_CODE
+    state.spent += cost
     state.actions_allowed += 1
-    state.tool_calls[action.tool] = state.tool_calls.get(action.tool, 0) + 1
-    action.allowed_at = parse_ts(r["ts"])
-    state.rate_window.append(action.allowed_at)
+    state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
+    allowed_at = parse_ts(r["ts"])
+    state.allowed_times.append(allowed_at)
+    state.rate_window.append(allowed_at)
     _trim_window(state)
-    _decide_first(
-        action,
-        {
-            "decision": ALLOWED,
-            "action_id": action.action_id,
-            "cost": action.cost,
-            "remaining": state.remaining,
-        },
-    )
 
 
 def _trim_window(state: AgentState) -> None:
@@ -195,27 +293,29 @@ def _trim_window(state: AgentState) -> None:
             window.popleft()
 
 
-def _deny(state: AgentState, action: Action, reason: dict[str, Any]) -> None:
-    state.pending.pop(action.action_id, None)
-    action.status = DENIED
-    action.reason = reason
+def _deny(state: AgentState, r: dict[str, Any], reason: dict[str, Any]) -> None:
+    n, action = _decided(state, r)
+    if action is not None:
+        action.reason = reason
+    state.action_status[n - 1] = _DENIED_CODE
     state.actions_denied += 1
-    _decide_first(action, {"decision": DENIED, "action_id": action.action_id, "reason": reason})
 
 
 def _denied(state: AgentState, r: dict[str, Any]) -> None:
-    _deny(state, state.actions[r["action_id"]], r["reason"])
+    _deny(state, r, r["reason"])
 
 
 def _rejected(state: AgentState, r: dict[str, Any]) -> None:
-    reason = {"code": "rejected", "by": r["by"], "reason": r["reason"]}
-    _deny(state, state.actions[r["action_id"]], reason)
+    if r["action_id"] not in state.pending:
+        raise ValueError(f"{r['action_id']} is not pending approval")
+    _deny(state, r, {"code": "rejected", "by": r["by"], "reason": r["reason"]})
 
 
 def _outcome(state: AgentState, r: dict[str, Any]) -> None:
-    action = state.actions[r["action_id"]]
-    action.status = COMPLETED
-    action.outcome = r["outcome"]
+    n = _number(state, r)
+    if state.action_status[n - 1] != _ALLOWED_CODE:
+        raise ValueError(f"{r['action_id']} is not allowed, or has its outcome already")
+    state.action_status[n - 1] = _STATUS_CODES[r["outcome"]]
 
 
 def _scar(state: AgentState, r: dict[str, Any]) -> None:
@@ -275,22 +375,43 @@ def scar_json(scar: Scar) -> dict[str, Any]:
     return out
 
 
-def action_json(action: Action) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "action_id": action.action_id,
-        "tool": action.tool,
-        "input": action.input,
-        "cost": action.cost,
-        "status": action.status,
-        "outcome": action.outcome,
-        "requested_at": action.requested_at,
+def action_json(state: AgentState, n: int) -> dict[str, Any]:
+    """GET .../actions/act-n: a held action from memory, any other from its
+    action_requested record and (if denied) the denial right after it."""
+    action_id = f"act-{n}"
+    held = state.held.get(action_id)
+    code = state.action_status[n - 1]
+    out: dict[str, Any]
+    if held is not None:
+        out = {
+            "action_id": action_id,
+            "tool": held.tool,
+            "input": held.input,
+            "cost": held.cost,
+            "status": _STATUS_NAMES[code],
+            "outcome": _OUTCOMES[code],
+            "requested_at": held.requested_at,
+        }
+        if held.reason is not None:
+            out["reason"] = held.reason
+        if held.approved_by is not None:
+            out["approved_by"] = held.approved_by
+        if held.note is not None:
+            out["note"] = held.note
+        return out
+    seq = state.action_seqs[n - 1]
+    requested = state.records.get(seq)
+    out = {
+        "action_id": action_id,
+        "tool": requested["tool"],
+        "input": requested["input"],
+        "cost": requested["cost"],
+        "status": _STATUS_NAMES[code],
+        "outcome": _OUTCOMES[code],
+        "requested_at": requested["ts"],
     }
-    if action.reason is not None:
-        out["reason"] = action.reason
-    if action.approved_by is not None:
-        out["approved_by"] = action.approved_by
-    if action.note is not None:
-        out["note"] = action.note
+    if code == _DENIED_CODE:
+        out["reason"] = state.records.get(seq + 1)["reason"]
     return out
 
 

@@ -215,13 +215,17 @@ class _Replayer:
 
     def fold(self) -> None:
         """Apply the next record of the log as it is."""
-        apply(self.state, self.records[self.index])
+        record = self.records[self.index]
+        apply(self.state, record)
+        self.state.records.add(record, b"")
         self.index += 1
 
     def fold_expected(self, expected: dict[str, Any], seq: int) -> None:
         """Apply the record the behaviour would have written in place of the log's."""
         ts = self.records[self.start]["ts"]
-        apply(self.state, {**expected, "seq": seq, "ts": ts, "prev": ZERO_HASH, "hash": ZERO_HASH})
+        record = {**expected, "seq": seq, "ts": ts, "prev": ZERO_HASH, "hash": ZERO_HASH}
+        apply(self.state, record)
+        self.state.records.add(record, b"")
 
     def continuing(self) -> bool:
         """Whether the log's next record belongs to the command before it."""
@@ -246,7 +250,7 @@ class _Replayer:
         return Replay(
             records=len(self.records),
             commands=self.commands,
-            actions=len(self.state.actions),
+            actions=self.state.action_count,
             problems=tuple(self.problems),
             state=state,
         )

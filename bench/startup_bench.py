@@ -84,7 +84,9 @@ class LogBuilder:
 
     def emit(self, fields: dict[str, Any]) -> None:
         sealed = seal(fields, prev=self.state.head, ts=self.ts, signer=self.signer)
-        apply(self.state, canonical.loads(sealed.line[:-1]))
+        record = canonical.loads(sealed.line[:-1])
+        apply(self.state, record)
+        self.state.records.add(record, sealed.line)
         self.lines.append(sealed.line)
 
     def run(self, command: Any) -> Any:

@@ -38,6 +38,7 @@ from agents_runtime.errors import AgentError
 from agents_runtime.logfile import FileIO
 from agents_runtime.policy import parse_policy
 from agents_runtime.registry import Registry
+from tests.agents_runtime.support import allowed_ids
 
 AGENTS = ("a", "b")
 ASKERS = 4  # per agent
@@ -70,7 +71,7 @@ async def asker(registry: Registry, agent_id: str, rng: random.Random) -> None:
         roll = rng.random()
         state = registry.actors[agent_id].state
         pending = list(state.pending)
-        allowed = [a.action_id for a in state.actions.values() if a.status == "allowed"]
+        allowed = allowed_ids(state)
         if roll < 0.15 and pending:
             action_id = rng.choice(pending)
             command: Any = c.Approve(action_id, "op", "fine")

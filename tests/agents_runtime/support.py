@@ -20,7 +20,14 @@ from agents_runtime.keys import Signer
 from agents_runtime.policy import Policy, parse_policy
 from agents_runtime.registry import Registry
 from agents_runtime.replay import load_log
-from agents_runtime.state import AgentState, action_json, pending_json, status_json
+from agents_runtime.state import (
+    AgentState,
+    action_json,
+    action_status,
+    first_decision,
+    pending_json,
+    status_json,
+)
 
 # 2026-01-01T00:00:00Z: a round start so rate-window arithmetic reads easily.
 T0 = 1_767_225_600.0
@@ -161,18 +168,30 @@ def live_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
 
 def snapshot(state: AgentState) -> dict[str, Any]:
     """Everything observable about an agent, as canonical JSON text."""
+    numbers = range(1, state.action_count + 1)
     view = {
         "status": status_json(state),
-        "actions": [action_json(a) for a in state.actions.values()],
+        "actions": [action_json(state, n) for n in numbers],
         "pending": [pending_json(a) for a in state.pending.values()],
-        "first_decisions": [a.first_decision for a in state.actions.values()],
+        "first_decisions": [first_decision(state, n) for n in numbers if n_decided(state, n)],
         "tool_calls": state.tool_calls,
+        "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
         "rate_window": [Decimal(repr(t)) for t in state.rate_window],
         "idempotency": state.idempotency,
         "terminated_by": state.terminated_by,
         "last_ts": state.last_ts,
     }
     return canonical.loads(canonical.dumps(view))
+
+
+def allowed_ids(state: AgentState) -> list[str]:
+    """IDs of the actions that are allowed and have no outcome yet."""
+    numbers = range(1, state.action_count + 1)
+    return [f"act-{n}" for n in numbers if action_status(state, n) == "allowed"]
+
+
+def n_decided(state: AgentState, n: int) -> bool:
+    return action_status(state, n) != "requested"
 
 
 def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:

@@ -32,7 +32,13 @@ from agents_runtime.keys import KeyRing
 from agents_runtime.logfile import TORN_SUFFIX, read_log
 from agents_runtime.record import seal
 from agents_runtime.registry import Registry
-from agents_runtime.state import AgentState
+from agents_runtime.state import (
+    AgentState,
+    action_number,
+    action_outcome,
+    action_status,
+    first_decision,
+)
 from audit.replay import replay_records
 from tests.agents_runtime.crash_child import AGENTS
 from tests.agents_runtime.support import (
@@ -109,16 +115,17 @@ def acknowledgements(output: bytes) -> list[dict[str, Any]]:
 
 def check_acknowledged(ack: dict[str, Any], state: AgentState, lines: list[bytes]) -> None:
     command = ack["command"]
+    n = action_number(state, ack.get("action_id", ""))
     if command == "RequestAction":
-        action = state.actions[ack["action_id"]]
-        assert action.first_decision is not None
-        assert action.first_decision["decision"] == ack["decision"], ack
+        assert n is not None, ack
+        assert first_decision(state, n)["decision"] == ack["decision"], ack
     elif command == "Approve":
-        action = state.actions[ack["action_id"]]
+        assert n is not None, ack
         expected = ("allowed", "completed") if ack["decision"] == "allowed" else ("denied",)
-        assert action.status in expected, ack
+        assert action_status(state, n) in expected, ack
     elif command == "ReportOutcome":
-        assert state.actions[ack["action_id"]].outcome == "success", ack
+        assert n is not None, ack
+        assert action_outcome(state, n) == "success", ack
     else:
         head = ack["head"]
         assert canonical.loads(lines[head["seq"]])["hash"] == head["hash"], ack
@@ -351,12 +358,22 @@ async def test_a_last_record_that_cannot_be_finished_fences_the_agent(tmp_path: 
         head = agent.state.head
         ts = agent.state.last_ts
     # signed with the key, but no command of the service writes this reason code
-    weird = {"kind": "action_denied", "action_id": "act-1", "reason": {"code": "weird"}}
-    path.write_bytes(path.read_bytes() + seal(weird, prev=head, ts=ts, signer=TEST_SIGNER).line)
+    requested = {
+        "kind": "action_requested",
+        "action_id": "act-2",
+        "tool": "read",
+        "input": None,
+        "requested_cost": None,
+        "cost": 1,
+    }
+    sealed = seal(requested, prev=head, ts=ts, signer=TEST_SIGNER)
+    weird = {"kind": "action_denied", "action_id": "act-2", "reason": {"code": "weird"}}
+    forged = sealed.line + seal(weird, prev=sealed.head, ts=ts, signer=TEST_SIGNER).line
+    path.write_bytes(path.read_bytes() + forged)
     before = path.read_bytes()
     async with running_registry(tmp_path) as registry:
         ref = registry.ref(AGENT)
-        assert (await ref.ask(c.GetStatus()))["head"]["seq"] == head.seq + 1
+        assert (await ref.ask(c.GetStatus()))["head"]["seq"] == head.seq + 2
         with pytest.raises(AgentUnavailable, match="accepts no writes until guardd is restarted"):
             await ref.ask(c.RequestAction("read"))
     assert path.read_bytes() == before

@@ -33,6 +33,7 @@ from audit.replay import replay_records
 from tests.agents_runtime.support import (
     AGENT,
     FakeClock,
+    allowed_ids,
     live_state,
     policy,
     replayed_state,
@@ -165,17 +166,14 @@ class AgentMachine(RuleBasedStateMachine):
     def request_listed_tool_again(self, tool: str, cost: str | None) -> None:
         self.request(tool, cost, None, {})
 
-    @precondition(
-        lambda self: any(a.status == "allowed" for a in live_state(self.registry).actions.values())
-    )
+    @precondition(lambda self: bool(allowed_ids(live_state(self.registry))))
     @rule(
         pick=st.integers(0, 40),
         outcome=st.sampled_from(["success", "success", "failure", "harmful"]),
         role=st.sampled_from([c.AGENT, c.ADMIN]),
     )
     def report_outcome_of_allowed(self, pick: int, outcome: str, role: str) -> None:
-        actions = live_state(self.registry).actions.values()
-        allowed = [a.action_id for a in actions if a.status == "allowed"]
+        allowed = allowed_ids(live_state(self.registry))
         self.try_ask(c.ReportOutcome(allowed[pick % len(allowed)], outcome, role, None))
 
     @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("fine")))

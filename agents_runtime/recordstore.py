@@ -1,0 +1,114 @@
+"""Reading an agent's own records back by ``seq``.
+
+Agent state keeps what later decisions need (counters, money, the rate
+window, held actions, one status byte and one seq per action), not every
+action's input and answer: those are in the log already, and keeping them
+in memory too made a long-running guardd grow by about 1.5 KB per action.
+A view of a finished action, or the first decision an ``Idempotency-Key``
+repeat answers with, is read back from the log through a store:
+
+- ``FileRecords``: the offset of each record in the agent's log file (8 bytes
+  per record), plus the lines sealed but not yet known to be on disk; used by
+  guardd.
+- ``MemoryRecords``: every record kept as a dict; used where the records are
+  in memory anyway (``audit replay``) and by default.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+from agents_runtime.errors import LogReadError
+
+# Lines of our own log, verified when loaded or written by us: the C decoder
+# reads them to the very record canonical.loads would.
+_decode = json.JSONDecoder(parse_float=Decimal).decode
+
+
+class RecordStore(Protocol):
+    def add(self, record: dict[str, Any], line: bytes, *, written: bool = True) -> None:
+        """Note the next record (in seq order) and its line, newline included;
+        ``written`` False while the line may not be on disk yet."""
+
+    def written(self) -> None:
+        """Every line added so far is on disk."""
+
+    def get(self, seq: int) -> dict[str, Any]:
+        """The record at ``seq``; LogReadError if it cannot be read."""
+        ...
+
+
+class MemoryRecords:
+    """Every record folded, kept as it was folded."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self) -> None:
+        self._records: dict[int, dict[str, Any]] = {}
+
+    def add(self, record: dict[str, Any], line: bytes = b"", *, written: bool = True) -> None:
+        self._records[record["seq"]] = record
+
+    def written(self) -> None:
+        pass
+
+    def get(self, seq: int) -> dict[str, Any]:
+        record = self._records.get(seq)
+        if record is None:
+            raise LogReadError(f"no record at seq {seq}")
+        return record
+
+
+class FileRecords:
+    """Where each record of one log file starts.
+
+    Lines added with ``written=False`` are kept in memory until
+    ``written()``: the actor folds a record before its batch reaches the
+    disk, and a later command of the same batch may read it.
+    """
+
+    __slots__ = ("_offsets", "_unwritten", "end", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offsets = array("q")
+        self.end = 0
+        self._unwritten: dict[int, bytes] = {}
+
+    def add(self, record: dict[str, Any], line: bytes, *, written: bool = True) -> None:
+        if not written:
+            self._unwritten[len(self._offsets)] = line
+        self._offsets.append(self.end)
+        self.end += len(line)
+
+    def written(self) -> None:
+        self._unwritten.clear()
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def get(self, seq: int) -> dict[str, Any]:
+        if not 0 <= seq < len(self._offsets):
+            raise LogReadError(f"{self.path.name} has no record at seq {seq}")
+        line = self._unwritten.get(seq)
+        if line is None:
+            start = self._offsets[seq]
+            stop = self._offsets[seq + 1] if seq + 1 < len(self._offsets) else self.end
+            try:
+                with self.path.open("rb") as fh:
+                    fh.seek(start)
+                    line = fh.read(stop - start)
+            except OSError as exc:
+                raise LogReadError(f"cannot read {self.path.name}: {exc}") from exc
+        try:
+            record = _decode(line.decode())
+        except ValueError as exc:
+            raise LogReadError(f"{self.path.name}: seq {seq} does not parse: {exc}") from exc
+        if not isinstance(record, dict) or record.get("seq") != seq:
+            # The file changed under a running guardd; the verify endpoint says how.
+            raise LogReadError(f"{self.path.name}: the record at seq {seq} is not where it was")
+        return record
