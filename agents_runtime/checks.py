@@ -6,6 +6,7 @@ terminated, tool_not_allowed, tool_call_limit, rate_limited, insufficient_budget
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from decimal import Decimal
 from typing import Any
 
@@ -64,8 +65,8 @@ def decide(
         return Verdict("denied", charge, reason)
     limit = policy.rate_limit
     if limit is not None:
-        horizon = now - float(limit.window_secs)
-        recent = sum(1 for t in state.rate_window if t > horizon)
+        times = state.allowed_times
+        recent = len(times) - bisect_right(times, now - float(limit.window_secs))
         if recent >= limit.max_actions:
             reason = {
                 "code": "rate_limited",

@@ -7,8 +7,8 @@ in memory too made a long-running guardd grow by about 1.5 KB per action.
 A view of a finished action, or the first decision an ``Idempotency-Key``
 repeat answers with, is read back from the log through a store:
 
-- ``FileRecords``: the offset of each record in the agent's log file (8 bytes
-  per record), plus the lines sealed but not yet known to be on disk; used by
+- ``FileRecords``: the offset of each record in the agent's log file (4 bytes
+  per record below 4 GiB, then 8), plus the lines sealed but not yet known to be on disk; used by
   guardd.
 - ``MemoryRecords``: every record kept as a dict; used where the records are
   in memory anyway (``audit replay``) and by default.
@@ -75,14 +75,18 @@ class FileRecords:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._offsets = array("q")
+        self._offsets = array("I")  # "q" once the file passes 4 GiB
         self.end = 0
         self._unwritten: dict[int, bytes] = {}
 
     def add(self, record: dict[str, Any], line: bytes, *, written: bool = True) -> None:
         if not written:
             self._unwritten[len(self._offsets)] = line
-        self._offsets.append(self.end)
+        try:
+            self._offsets.append(self.end)
+        except OverflowError:
+            self._offsets = array("q", self._offsets)
+            self._offsets.append(self.end)
         self.end += len(line)
 
     def written(self) -> None:

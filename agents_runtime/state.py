@@ -9,7 +9,6 @@ so the live state and the replayed state are the same by construction.
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -90,14 +89,15 @@ class AgentState:
     scar_score: int = 0
     # Action n (act-n) is at index n - 1: the seq of its action_requested
     # record, and a status code.
-    action_seqs: array[int] = attrs.field(factory=lambda: array("q"))
+    action_seqs: array[int] = attrs.field(factory=lambda: array("I"))  # "q" past 2^32
     action_status: bytearray = attrs.field(factory=bytearray)
     held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
     pending: dict[str, Action] = attrs.field(factory=dict)  # insertion order = oldest first
     idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
-    allowed_times: array[float] = attrs.field(factory=lambda: array("d"))  # every allowed ts
-    rate_window: deque[float] = attrs.field(factory=deque)  # times of recent allowed actions
+    # The ts of every action_allowed, in order (ts never goes backwards): the
+    # rate check counts its tail by bisection, under any policy.
+    allowed_times: array[float] = attrs.field(factory=lambda: array("d"))
     actions_allowed: int = 0
     actions_denied: int = 0
     alive: bool = True
@@ -186,12 +186,6 @@ def _policy(state: AgentState, r: dict[str, Any]) -> None:
     from agents_runtime.checks import charge_for  # checks imports this module
 
     policy = state.policy = parse_policy(r["policy"])
-    # The window kept for the old policy may be too short for the new one (a
-    # longer window, more actions, or no rate limit before): rebuild it.
-    times = state.allowed_times
-    keep = policy.rate_limit.max_actions if policy.rate_limit is not None else 0
-    state.rate_window = deque(sorted(times[-keep:]) if keep else ())
-    _trim_window(state)
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
         action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
@@ -201,7 +195,12 @@ def _requested(state: AgentState, r: dict[str, Any]) -> None:
     n = len(state.action_seqs) + 1
     if r["action_id"] != f"act-{n}":
         raise ValueError(f"{r['action_id']} requested where act-{n} comes next")
-    state.action_seqs.append(r["seq"])
+    seq = r["seq"]
+    try:
+        state.action_seqs.append(seq)
+    except OverflowError:  # 4 bytes a seq until a log has 2^32 records
+        state.action_seqs = array("q", state.action_seqs)
+        state.action_seqs.append(seq)
     state.action_status.append(0)
     key = r.get("idempotency_key")
     if key is not None:
@@ -272,25 +271,6 @@ def _allowed(state: AgentState, r: dict[str, Any]) -> None:
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
     allowed_at = parse_ts(r["ts"])
     state.allowed_times.append(allowed_at)
-    state.rate_window.append(allowed_at)
-    _trim_window(state)
-
-
-def _trim_window(state: AgentState) -> None:
-    # Only the newest max_actions allowed times can ever decide a rate check,
-    # and only those inside the window of the newest one; keep no more.
-    policy = state.policy
-    window = state.rate_window
-    if policy is None or policy.rate_limit is None:
-        window.clear()
-        return
-    limit = policy.rate_limit
-    while len(window) > limit.max_actions:
-        window.popleft()
-    if window:
-        horizon = window[-1] - float(limit.window_secs)
-        while window and window[0] <= horizon:
-            window.popleft()
 
 
 def _deny(state: AgentState, r: dict[str, Any], reason: dict[str, Any]) -> None:

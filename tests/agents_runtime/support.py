@@ -176,7 +176,6 @@ def snapshot(state: AgentState) -> dict[str, Any]:
         "first_decisions": [first_decision(state, n) for n in numbers if n_decided(state, n)],
         "tool_calls": state.tool_calls,
         "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
-        "rate_window": [Decimal(repr(t)) for t in state.rate_window],
         "idempotency": state.idempotency,
         "terminated_by": state.terminated_by,
         "last_ts": state.last_ts,

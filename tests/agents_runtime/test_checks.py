@@ -3,7 +3,7 @@ which checks run (the first failure wins)."""
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 from decimal import Decimal
 from typing import Any
 
@@ -27,7 +27,7 @@ def state_with(
     state = AgentState("a", policy=policy(**policy_keys))
     state.spent = D(spent)
     state.tool_calls = dict(calls or {})
-    state.rate_window = deque(recent or [])
+    state.allowed_times = array("d", sorted(recent or []))
     if not alive:
         state.alive = False
         state.termination_reason = "operator said so"
@@ -193,6 +193,6 @@ def test_each_deny_reason_carries_the_scar_of_the_table(code: str, scar: str | N
 
 def test_decide_does_not_change_the_state() -> None:
     state = state_with(tools={"t": {}}, rate_limit=RATE)
-    before = (state.spent, dict(state.tool_calls), list(state.rate_window), state.alive)
+    before = (state.spent, dict(state.tool_calls), list(state.allowed_times), state.alive)
     decide(state, "t", D(1), NOW)
-    assert (state.spent, dict(state.tool_calls), list(state.rate_window), state.alive) == before
+    assert (state.spent, dict(state.tool_calls), list(state.allowed_times), state.alive) == before

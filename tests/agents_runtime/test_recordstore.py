@@ -11,6 +11,7 @@ from agents_runtime import commands as c
 from agents_runtime.errors import LogReadError
 from agents_runtime.record import Head, seal
 from agents_runtime.recordstore import FileRecords, MemoryRecords
+from agents_runtime.state import AgentState, apply
 from tests.agents_runtime.support import TEST_SIGNER, policy, running_agent
 
 TOOLS = {"read": {"cost": 1}, "send": {"cost": 2, "requires_approval": True}}
@@ -129,3 +130,28 @@ async def test_a_finished_action_of_a_log_changed_under_guardd_is_an_internal_er
             await agent.ask(c.GetAction("act-2"))
         assert caught.value.code == "internal"
         agent.path.write_bytes(b"".join(lines))  # put back for the replay check on exit
+
+
+def test_file_records_offsets_grow_past_4_gib(tmp_path: Path) -> None:
+    store = FileRecords(tmp_path / "a.jsonl")
+    store.add({}, b"x" * 10)
+    store.end = 2**32 - 5  # as if the file were that long
+    store.add({}, b"y" * 10)
+    store.add({}, b"z" * 10)
+    assert len(store) == 3
+    assert store.end == 2**32 + 15
+
+
+def test_action_seqs_grow_past_2_to_the_32() -> None:
+    state = AgentState("a")
+    for seq in (5, 2**32 + 7):
+        n = state.action_count + 1
+        record = {
+            "kind": "action_requested",
+            "seq": seq,
+            "ts": "2026-01-01T00:00:00.000000Z",
+            "hash": "0" * 64,
+            "action_id": f"act-{n}",
+        }
+        apply(state, record)
+    assert list(state.action_seqs) == [5, 2**32 + 7]
