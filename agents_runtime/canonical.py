@@ -28,7 +28,7 @@ MAX_SAFE_INT = 2**53 - 1
 # exhaust the stack; records written by the service stay far below it.
 MAX_DEPTH = 64
 
-_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+DUMPS_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
 
 def _outside_domain(number: float) -> bool:
@@ -86,7 +86,7 @@ def dumps(value: Any) -> bytes:
     2^53-1, NaN, infinities, lone surrogates.
     """
     try:
-        out = orjson.dumps(value, default=number_fragment, option=_OPTS)
+        out = orjson.dumps(value, default=number_fragment, option=DUMPS_OPTIONS)
     except orjson.JSONEncodeError as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, CanonicalError) else None
         raise CanonicalError(str(cause or exc)) from exc

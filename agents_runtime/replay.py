@@ -34,11 +34,12 @@ def replay_lines(
     records: RecordStore = MemoryRecords() if path is None else FileRecords(path)
     state = AgentState(agent_id, records=records)
     contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
+    feed, add = verifier.feed, records.add
     try:
         for line in lines:
-            record = verifier.feed(line)
+            record = feed(line)
             apply(state, record)
-            records.add(record, line + b"\n")
+            add(record, line + b"\n")
     except VerificationError as exc:
         return Loaded(agent_id, None, exc.failure, contents)
     except (KeyError, TypeError, ValueError) as exc:

@@ -9,18 +9,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.scanner
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
 import attrs
+import nacl.bindings
 import nacl.exceptions
 import nacl.signing
+import orjson
 
 from agents_runtime import canonical
 from agents_runtime.errors import CanonicalError, VerificationError
-from agents_runtime.record import FORMAT, ZERO_HASH, Head, content_hash, signing_message
+from agents_runtime.record import (
+    FORMAT,
+    SIGNING_PREFIX,
+    ZERO_HASH,
+    Head,
+    content_hash,
+    signing_message,
+)
 
 NOT_JSON = "not valid JSON"
 MALFORMED = "record is malformed"
@@ -51,6 +61,20 @@ def _refuse_constant(text: str) -> Any:
 # canonical form, which a line with any of those faults never is: dumps drops
 # a duplicate key and refuses the other two.
 _FAST_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_refuse_constant)
+# The C scanner without decode()'s whitespace handling: a canonical line has none.
+# (typeshed declares make_scanner's argument wrongly: it takes the decoder)
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_FAST_DECODER)  # type: ignore[arg-type]
+_DUMPS_OPTS = canonical.DUMPS_OPTIONS
+
+
+def _number_fragment(value: object) -> orjson.Fragment:
+    """canonical.number_fragment, its most common case first: a parsed
+    Decimal of a fraction in the range where the text is repr(float)."""
+    if type(value) is Decimal:
+        number = float(value)
+        if not number.is_integer() and 1e-4 <= abs(number) < 1e16:
+            return orjson.Fragment(repr(number))
+    return canonical.number_fragment(value)
 
 
 def _canonical_record(line: bytes) -> dict[str, Any] | None:
@@ -145,6 +169,7 @@ class ChainVerifier:
         self.count = 0
         self.checkpoint_seen = False
         self._verify_key = nacl.signing.VerifyKey(public_key) if public_key else None
+        self._key_bytes = bytes(self._verify_key) if self._verify_key is not None else None
         self._key_hex = public_key.hex() if public_key else None
 
     @property
@@ -156,6 +181,81 @@ class ChainVerifier:
 
     def feed(self, line: bytes) -> dict[str, Any]:
         """Verify the next line (without its newline); return the record."""
+        record = self._feed_chained(line)
+        if record is not None:
+            return record
+        return self._feed_checked(line)
+
+    def _feed_chained(self, line: bytes) -> dict[str, Any] | None:
+        """The common case, checked with the fewest steps: an ASCII canonical
+        line that extends the chain (seq 2 on, no checkpoint at it) and is
+        signed by the key. It passes every check of ``_feed_checked`` or this
+        returns None, having changed nothing, and ``_feed_checked`` takes the
+        line from the start and names the first fault in its fixed order; so
+        the order of the checks here does not matter, only their sum."""
+        head = self.head
+        if head is None or line.count(b"{") + line.count(b"[") > canonical.MAX_DEPTH:
+            return None
+        try:
+            text = line.decode("ascii")
+            record, end = _scan(text, 0)
+            if end != len(text) or type(record) is not dict:
+                return None
+            # canonical.dumps, which for ASCII output is exactly this call
+            if orjson.dumps(record, default=_number_fragment, option=_DUMPS_OPTS) != line:
+                return None
+            seq = record["seq"]
+            digest = record["hash"]
+            sig = record["sig"]
+            kind = record["kind"]
+            # prev equal to the head's verified hash is 64 hex, like it.
+            if (
+                type(seq) is not int
+                or seq != head.seq + 1
+                or record["prev"] != head.hash
+                or type(kind) is not str
+                or type(record["ts"]) is not str
+                or type(digest) is not str
+                or type(sig) is not str
+                or kind == "genesis"
+                or seq == 1
+            ):
+                return None
+            # The hash input is the line less its "hash" and "sig" members
+            # (see _line_hash), when each occurs once.
+            hash_member = b'"hash":"' + digest.encode() + b'",'
+            sig_member = b'"sig":"' + sig.encode() + b'",'
+            if line.count(hash_member) != 1 or line.count(sig_member) != 1:
+                return None
+            sha = hashlib.sha256(line.replace(hash_member, b"").replace(sig_member, b""))
+            # A hexdigest is 64 lowercase hex, so digest is well formed too.
+            if sha.hexdigest() != digest:
+                return None
+            signature = bytes.fromhex(sig)
+            if len(signature) != 64 or signature.hex() != sig:  # [0-9a-f]{128}
+                return None
+            checkpoint = self.checkpoint
+            if checkpoint is not None and seq == checkpoint.seq:
+                return None
+            key = self._key_bytes
+            if key is not None:
+                # What VerifyKey.verify calls, without its layers.
+                nacl.bindings.crypto_sign_open(signature + SIGNING_PREFIX + sha.digest(), key)
+        except (
+            ValueError,  # not ASCII or not JSON (UnicodeDecodeError, JSONDecodeError)
+            StopIteration,  # the scanner found no value at 0
+            RecursionError,
+            KeyError,
+            orjson.JSONEncodeError,
+            nacl.exceptions.BadSignatureError,
+        ):
+            return None
+        self.head = Head(seq, digest)
+        self.count += 1
+        return record
+
+    def _feed_checked(self, line: bytes) -> dict[str, Any]:
+        """Every check in its fixed order; the first fault raises."""
         record = _canonical_record(line)
         is_canonical = record is not None
         if record is None:
@@ -239,6 +339,7 @@ class ChainVerifier:
                 raise self._fail(KEY_MISMATCH, 0)
         else:
             self._verify_key = nacl.signing.VerifyKey(bytes.fromhex(key_hex))
+            self._key_bytes = bytes(self._verify_key)
             self._key_hex = key_hex
         self.log_id = log_id
 

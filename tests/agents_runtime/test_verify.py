@@ -3,6 +3,8 @@ fixed reason, at the right line."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -247,11 +249,75 @@ def test_fast_path_reports_exactly_what_the_strict_path_reports(
     new = data.draw(st.sampled_from(b' ,:{}[]"\\0123456789abcdef-.eE\x00\xff'))
     changed = [*lines]
     changed[index] = line[:at] + bytes([new]) + line[at + 1 :]
-    fast = verify_lines(changed, public_key=SIGNER.public_key)
+    for options in ({"public_key": SIGNER.public_key}, {"log_id": LOG_ID}, {}):
+        fast = verify_lines(changed, **options)  # type: ignore[arg-type]
+        with strict_path_only():
+            strict = verify_lines(changed, **options)  # type: ignore[arg-type]
+        assert fast == strict
+
+
+@contextmanager
+def strict_path_only() -> Iterator[None]:
+    """Every line through ``_feed_checked`` with the strict parse."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(verify, "_canonical_record", lambda line: None)
-        strict = verify_lines(changed, public_key=SIGNER.public_key)
-    assert fast == strict
+        patch.setattr(ChainVerifier, "_feed_chained", lambda self, line: None)
+        yield
+
+
+@PROPERTY
+@given(long_logs, st.data())
+def test_the_chained_path_returns_what_the_strict_path_returns(
+    lines: list[bytes], data: st.DataObject
+) -> None:
+    """Records the short path accepts are the very records, heads and counts
+    of the strict path; a record re-signed after a change, or moved, is
+    refused by both alike."""
+    index = data.draw(st.integers(2, len(lines) - 1))
+    parsed = canonical.loads(lines[index])
+    how = data.draw(st.sampled_from(["forged", "resealed", "swapped", "unsigned", "as is"]))
+    changed = [*lines]
+    if how == "forged":
+        changed[index] = _resealed(lines[index], ATTACKER, note="changed")
+    elif how == "resealed":  # signed by the key, but the next prev no longer matches
+        changed[index] = _resealed(lines[index], note="changed")
+    elif how == "swapped":
+        changed[index], changed[index - 1] = lines[index - 1], lines[index]
+    elif how == "unsigned":
+        changed[index] = lines[index].replace(parsed["sig"].encode(), b"0" * 128)
+    for options in ({"public_key": SIGNER.public_key, "log_id": LOG_ID}, {}):
+        fast_verifier = ChainVerifier(**options)  # type: ignore[arg-type]
+        fast = [_fed(fast_verifier, line) for line in changed]
+        with strict_path_only():
+            strict_verifier = ChainVerifier(**options)  # type: ignore[arg-type]
+            strict = [_fed(strict_verifier, line) for line in changed]
+        assert fast == strict
+        assert fast_verifier.report(None) == strict_verifier.report(None)
+
+
+def _fed(verifier: ChainVerifier, line: bytes) -> Any:
+    try:
+        return verifier.feed(line)
+    except VerificationError as exc:
+        return exc.failure
+
+
+def test_lines_after_the_policy_take_the_chained_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speed of startup rests on it: only genesis and policy are checked
+    step by step in a sound log."""
+    lines = build_log(
+        [{"kind": "policy"}, *({"kind": "scar", "cost": Decimal("0.5")} for _ in range(5))]
+    )
+    checked: list[bytes] = []
+    feed_checked = ChainVerifier._feed_checked
+
+    def counting(self: ChainVerifier, line: bytes) -> dict[str, Any]:
+        checked.append(line)
+        return feed_checked(self, line)
+
+    monkeypatch.setattr(ChainVerifier, "_feed_checked", counting)
+    assert verify_lines(lines, public_key=SIGNER.public_key, log_id=LOG_ID).ok
+    assert checked == lines[:2]
 
 
 # --- every fixed reason, by hand --------------------------------------------
