@@ -30,10 +30,15 @@ def replay_lines(
 ) -> Loaded:
     """Verify and fold ``lines``; the state reads records back from the file
     at ``path`` (which holds these lines first), or from memory without one."""
+    contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
+    return _replay(agent_id, contents, public_key, path)
+
+
+def _replay(agent_id: str, contents: LogContents, public_key: bytes, path: Path | None) -> Loaded:
+    lines = contents.lines
     verifier = ChainVerifier(public_key=public_key, log_id=agent_id)
     records: RecordStore = MemoryRecords() if path is None else FileRecords(path)
     state = AgentState(agent_id, records=records)
-    contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
     feed, add = verifier.feed, records.add
     try:
         for line in lines:
@@ -59,5 +64,4 @@ def load_log(path: Path, agent_id: str, public_key: bytes, *, length: int | None
     else:
         with path.open("rb") as fh:
             contents = split_log(fh.read(length))
-    loaded = replay_lines(agent_id, contents.lines, public_key, path=path)
-    return attrs.evolve(loaded, contents=contents)
+    return _replay(agent_id, contents, public_key, path)
