@@ -25,6 +25,7 @@ from guardd.config import Settings, SettingsError, parse_settings
 log = logging.getLogger("guardd")
 
 SHUTDOWN_GRACE = 5.0
+KEEP_ALIVE_TIMEOUT = 15.0  # seconds
 LISTEN_BACKLOG = 2048
 # A young-generation collection every this many allocations instead of 700
 # (see tune_gc).
@@ -101,7 +102,12 @@ def hypercorn_config(host: str, port: int) -> Config:
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = SHUTDOWN_GRACE
-    config.keep_alive_timeout = 75
+    # Hypercorn keeps a connection whose client has gone (EOF read) until its
+    # keep-alive timer ends, holding a socket and about 10 KB; 75 s let the
+    # soak's reconnecting clients pile up hundreds. Longer than the idle expiry
+    # of client pools (httpx: 5 s), so a client never reuses a connection the
+    # server is closing.
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
     return config
 
 
