@@ -355,9 +355,12 @@ class AgentActor:
                             future.set_exception(AgentUnavailable("agent stopped unexpectedly"))
                     raise
         finally:
+            # The log stays open: a writer thread may still be writing this
+            # actor's last batch (the task is cancelled at the end of the stop
+            # grace), and a closed descriptor number can be reused by another
+            # file at once. The registry closes the logs once the committer's
+            # writers have finished.
             self._fail_waiting(ShuttingDown("guardd is shutting down"))
-            if self.logfile is not None:
-                self.logfile.close()
 
     async def _finish_interrupted(self) -> None:
         """Before the first command: finish the last command of the log if a

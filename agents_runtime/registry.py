@@ -250,7 +250,12 @@ class Registry:
                 task.cancel()
             if late:
                 await asyncio.wait(late, timeout=1.0)
+        # Writers finish what is queued (a cancelled actor's batch included)
+        # before any log is closed.
         self.committer.close()
+        for actor in self.actors.values():
+            if actor.logfile is not None:
+                actor.logfile.close()
 
 
 class _ReadOnlyLog(LogFile):
