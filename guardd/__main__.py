@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import os
+import resource
 import signal
 import sys
 from collections.abc import Coroutine
@@ -77,6 +78,23 @@ def print_startup(
     print("\n".join(lines), file=out, flush=True)
 
 
+def raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard limit; return it.
+
+    Each agent's log stays open (one descriptor per agent) next to the
+    clients' sockets, and the usual soft limit (1024) would make the
+    thousand-and-somethingth agent fail to load or to be created."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass  # keep the soft limit we were given
+    return soft
+
+
 def tune_gc() -> None:
     """Collector settings for serving, once every log is loaded: what startup
     built lives as long as the process, so it is frozen out of the
@@ -145,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    raise_open_file_limit()
     try:
         settings = parse_settings(argv)
         guard, summary, source = build(settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import stat
@@ -233,3 +234,37 @@ def test_guardd_console_script_is_installed_beside_the_interpreter() -> None:
     assert result.returncode == 0
     for flag in ("--host", "--port", "--data-dir"):
         assert flag in result.stdout
+
+
+@contextmanager
+def soft_open_file_limit(limit: int) -> Iterator[None]:
+    """Processes started inside inherit this soft limit on open files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_more_agents_than_the_inherited_open_file_limit_are_created_and_loaded(
+    tmp_path: Path,
+) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 400:
+        pytest.skip(f"hard limit on open files is {hard}")
+    server = GuardServer(tmp_path / "guard-data")
+    with soft_open_file_limit(64):
+        server.start()
+    try:
+        with server.client(server.admin_token) as admin:
+            for n in range(150):  # one open log each, more than 64
+                ok(admin.post("/v1/agents", json={"agent_id": f"a{n}", "policy": POLICY}), 201)
+        with soft_open_file_limit(64):
+            server.restart()
+        with server.client(server.admin_token) as admin:
+            agents = ok(admin.get("/v1/agents"))["agents"]
+            assert [a["state"] for a in agents] == ["active"] * 150
+            ok(admin.post("/v1/agents", json={"agent_id": "one-more", "policy": POLICY}), 201)
+    finally:
+        assert server.stop() == 0
