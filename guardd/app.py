@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from quart import Quart, Response, request
+from quart import Quart, Response, g, request
+from quart.sessions import NullSession, SecureCookieSessionInterface, SessionMixin
+from quart.wrappers import BaseRequestWebsocket
 from werkzeug.exceptions import HTTPException
 
 import console
@@ -24,7 +26,7 @@ from agents_runtime.verify import Checkpoint, Report, verify_lines
 from guardd import bodies
 from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
 from guardd.errors import BadRequest, register_error_handlers
-from guardd.jsonio import MAX_BODY, json_response, read_json
+from guardd.jsonio import MAX_BODY, SECURITY_HEADERS, json_response, read_json
 
 MAX_WAIT = 60
 LOG_LIMIT_DEFAULT = 500
@@ -53,10 +55,24 @@ class Guard:
     auth: Authenticator
 
 
+class NoSessions(SecureCookieSessionInterface):
+    """guardd keeps no sessions: hand every request one shared null session
+    instead of building an empty one per request."""
+
+    _null = NullSession()
+
+    async def open_session(self, app: Quart, request: BaseRequestWebsocket) -> NullSession:
+        return self._null
+
+    async def save_session(self, app: Quart, session: SessionMixin, response: object) -> None:
+        pass
+
+
 def create_app(guard: Guard) -> Quart:
     app = Quart("guardd", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    app.session_interface = NoSessions()
     register_error_handlers(app)
     registry = guard.registry
 
@@ -67,13 +83,11 @@ def create_app(guard: Guard) -> Quart:
         await registry.stop()
 
     @app.after_request
-    async def _headers(response: Response) -> Response:
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
-        return response
-
-    @app.after_request
-    async def _finish_body(response: Response) -> Response:
+    async def _finish(response: Response) -> Response:
+        for name, value in SECURITY_HEADERS.items():  # present already in json_response's
+            response.headers.setdefault(name, value)
+        if g.get("body_read"):
+            return response
         # An answer given before the body was read (401, 403, 404, 503, ...):
         # Hypercorn drops a keep-alive connection whose request body has not
         # fully arrived when the answer ends, without saying so, and the

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from quart import Response, request
+from quart import Response, g, request
 
 from agents_runtime import canonical
 from agents_runtime.errors import CanonicalError
@@ -19,12 +19,15 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, default=canonical.number_fragment)
 
 
+# Every answer carries these; set at construction, where it costs least
+# (werkzeug's Headers raise and catch an exception per lookup of a missing key).
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+_JSON_HEADERS = {"Cache-Control": "no-store", **SECURITY_HEADERS}
+
+
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    response = Response(dumps(value), status=status, content_type=JSON_TYPE)
-    response.headers["Cache-Control"] = "no-store"
-    if headers:
-        response.headers.update(headers)
-    return response
+    extra = {**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS
+    return Response(dumps(value), status=status, headers=extra, content_type=JSON_TYPE)
 
 
 async def read_json() -> Any:
@@ -32,6 +35,7 @@ async def read_json() -> Any:
     from guardd.errors import BadRequest
 
     data = await request.get_data(cache=False)
+    g.body_read = True  # nothing left for app._finish_body to drain
     if not data:
         raise BadRequest("request body must be a JSON object")
     try:
