@@ -29,13 +29,18 @@ def _lines(count: int) -> list[bytes]:
     return lines
 
 
-def test_file_records_read_each_record_back_by_seq(tmp_path: Path) -> None:
-    path = tmp_path / "a.jsonl"
-    lines = _lines(20)
+def _written(path: Path, count: int) -> tuple[list[bytes], FileRecords]:
+    """A log of ``count`` records on disk, and a store that has added them all."""
+    lines = _lines(count)
     path.write_bytes(b"".join(lines))
     store = FileRecords(path)
     for line in lines:
         store.add(canonical.loads(line[:-1]), line)
+    return lines, store
+
+
+def test_file_records_read_each_record_back_by_seq(tmp_path: Path) -> None:
+    lines, store = _written(tmp_path / "a.jsonl", 20)
     assert len(store) == 20
     for seq in (0, 7, 19):
         assert store.get(seq) == canonical.loads(lines[seq][:-1])
@@ -58,23 +63,14 @@ def test_file_records_serve_lines_not_yet_written_until_told_they_are(tmp_path: 
 
 @pytest.mark.parametrize("seq", [-1, 3, 10**9])
 def test_file_records_refuse_a_seq_the_log_does_not_have(tmp_path: Path, seq: int) -> None:
-    path = tmp_path / "a.jsonl"
-    lines = _lines(3)
-    path.write_bytes(b"".join(lines))
-    store = FileRecords(path)
-    for line in lines:
-        store.add(canonical.loads(line[:-1]), line)
+    _, store = _written(tmp_path / "a.jsonl", 3)
     with pytest.raises(LogReadError, match="no record at seq"):
         store.get(seq)
 
 
 def test_file_records_notice_a_log_changed_under_them(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
-    lines = _lines(3)
-    path.write_bytes(b"".join(lines))
-    store = FileRecords(path)
-    for line in lines:
-        store.add(canonical.loads(line[:-1]), line)
+    lines, store = _written(path, 3)
     path.write_bytes(lines[1] + lines[0] + lines[2])  # same length, other order
     with pytest.raises(LogReadError):
         store.get(1)
