@@ -4,10 +4,9 @@ through a bounded mailbox, so all changes to one agent are serialized with no
 lock, and agents never wait for each other.
 
 Group commit: the actor takes every command waiting in its mailbox, runs them
-in order (each one's records chained, hashed and applied at once, so the next
-command sees them), then has all their records signed, written with one write
-and fsynced with one fsync on a writer thread, and only then answers every
-caller.
+in order (each one's records sealed and applied at once, so the next command
+sees them), writes all their records with one write and one fsync, and only
+then answers every caller.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from agents_runtime.errors import (
 )
 from agents_runtime.keys import Signer
 from agents_runtime.logfile import LogFile
-from agents_runtime.record import Head, Unsigned, prepare, sign_into, timestamp
+from agents_runtime.record import Head, seal, timestamp
 from agents_runtime.replay import load_log
 from agents_runtime.state import AgentState, action_number, apply, parse_ts
 
@@ -72,49 +71,11 @@ class LogView:
     head: Head
 
 
-class Batch:
-    """The records of one group commit: their lines, each with a placeholder
-    signature (record.prepare), and what to sign into each. Signing is most
-    of the cost of a record; ``signed()`` runs on the writer thread, where
-    PyNaCl releases the GIL, so it overlaps the event loop's work."""
-
-    __slots__ = ("_lines", "_size", "_unsigned", "signer")
-
-    def __init__(self, signer: Signer | None) -> None:
-        self.signer = signer
-        self._lines: list[bytes] = []
-        self._unsigned: list[tuple[int, bytes]] = []  # (offset of the sig, message)
-        self._size = 0
-
-    def add(self, unsigned: Unsigned) -> None:
-        self._lines.append(unsigned.line)
-        self._unsigned.append((self._size + unsigned.sig_at, unsigned.message))
-        self._size += len(unsigned.line)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __bool__(self) -> bool:
-        return self._size > 0
-
-    @property
-    def records(self) -> int:
-        return len(self._lines)
-
-    def signed(self) -> bytearray:
-        """The bytes to append, every signature in place."""
-        assert self.signer is not None
-        data = bytearray().join(self._lines)
-        for sig_at, message in self._unsigned:
-            sign_into(data, sig_at, message, self.signer)
-        return data
-
-
 @attrs.frozen
 class _Commit:
     loop: asyncio.AbstractEventLoop
     logfile: LogFile
-    batch: Batch
+    data: bytes
     future: asyncio.Future[None]
 
 
@@ -152,11 +113,10 @@ class Committer:
         self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self._writers: list[threading.Thread] = []
 
-    async def append(self, logfile: LogFile, batch: Batch) -> None:
-        """Return once ``batch`` is signed, written and fsynced; raise
-        LogWriteError if not."""
+    async def append(self, logfile: LogFile, data: bytes) -> None:
+        """Return once ``data`` is written and fsynced; raise LogWriteError if not."""
         if self.inline:
-            logfile.append(batch.signed())
+            logfile.append(data)
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
@@ -164,7 +124,7 @@ class Committer:
         if turn is None:
             turn = self._turns[loop] = []
             loop.call_soon(self._hand_off, loop)
-        turn.append(_Commit(loop, logfile, batch, future))
+        turn.append(_Commit(loop, logfile, data, future))
         await future
 
     def _hand_off(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -190,7 +150,7 @@ class Committer:
                     break
                 error: BaseException | None = None
                 try:
-                    commit.logfile.append(commit.batch.signed())
+                    commit.logfile.append(commit.data)
                 except BaseException as exc:  # the waiting actor handles it
                     error = exc
                 settled.setdefault(commit.loop, []).append((commit.future, error))
@@ -260,7 +220,7 @@ class AgentActor:
         )
         self.stopping = False
         self.fenced: str | None = None
-        self._batch = Batch(signer)
+        self._buffer: list[bytes] = []
         self._ts = ""
         self._last_ts = ("", 0.0)  # the newest ts and its value, parsed once
         self._watchers: dict[str, list[asyncio.Future[None]]] = {}
@@ -271,14 +231,13 @@ class AgentActor:
 
     def _emit(self, fields: dict[str, Any]) -> None:
         assert self.signer is not None
+        sealed = seal(fields, prev=self.state.head, ts=self._ts, signer=self.signer)
+        # Apply what will be on disk, parsed back from its bytes, exactly as replay does.
         state = self.state
-        unsigned = prepare(fields, prev=state.head, ts=self._ts)
-        # Apply what will be on disk, parsed back from its bytes, exactly as
-        # replay does (only the signature, which no fold reads, is not there yet).
-        record = _read_back(unsigned.line[:-1].decode())
+        record = _read_back(sealed.line[:-1].decode())
         apply(state, record)
-        state.records.add(record, unsigned.line, written=False)
-        self._batch.add(unsigned)
+        state.records.add(record, sealed.line, written=False)
+        self._buffer.append(sealed.line)
 
     def _tick(self) -> float:
         now = self.clock()
@@ -372,31 +331,26 @@ class AgentActor:
         try:
             finish_interrupted(self.state, self._emit)
         except Exception as exc:  # a signed last record no command of ours writes
-            self._batch = Batch(self.signer)
+            self._buffer.clear()
             self._fence(LogWriteError(f"cannot finish its last command: {exc!r}"))
             return
-        if not self._batch:
+        if not self._buffer:
             return
+        data = b"".join(self._buffer)
+        self._buffer.clear()
         log.warning(
             "agent %s: finishing its last command, which a crash cut short (%d records)",
             self.state.agent_id,
-            self._batch.records,
+            data.count(b"\n"),
         )
-        await self._commit()
-
-    async def _commit(self) -> bool:
-        """Write the records emitted since the last commit; False (and the
-        agent fenced) if the write failed."""
-        batch, self._batch = self._batch, Batch(self.signer)
         try:
             assert self.logfile is not None
-            await self.committer.append(self.logfile, batch)
+            await self.committer.append(self.logfile, data)
         except LogWriteError as exc:
             self._fence(exc)
-            return False
-        self.committed_length += len(batch)
-        self.state.records.written()
-        return True
+        else:
+            self.committed_length += len(data)
+            self.state.records.written()
 
     async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
         replies: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
@@ -413,9 +367,19 @@ class AgentActor:
             except Exception as exc:
                 log.exception("agent %s: command %r failed", self.state.agent_id, command)
                 replies.append((future, None, exc))
-        if self._batch and not await self._commit():
-            failure = AgentUnavailable(self.fenced or "log write failed")
-            replies = [(f, None, failure) for f, _, _ in replies]
+        if self._buffer:
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            try:
+                assert self.logfile is not None
+                await self.committer.append(self.logfile, data)
+            except LogWriteError as exc:
+                self._fence(exc)
+                failure = AgentUnavailable(self.fenced or "log write failed")
+                replies = [(f, None, failure) for f, _, _ in replies]
+            else:
+                self.committed_length += len(data)
+                self.state.records.written()
         for future, result, error in replies:
             if future.done():
                 continue

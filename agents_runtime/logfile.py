@@ -63,7 +63,7 @@ class FileIO:
 DEFAULT_IO = FileIO()
 
 
-def _write_all(io: FileIO, fd: int, data: bytes | bytearray) -> None:
+def _write_all(io: FileIO, fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         written = io.write(fd, view)
@@ -116,7 +116,7 @@ class LogFile:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         return cls(path, fd, io)
 
-    def append(self, data: bytes | bytearray) -> None:
+    def append(self, data: bytes) -> None:
         """Write ``data`` (whole lines) and fsync it, or raise LogWriteError."""
         if self.failed is not None:
             raise LogWriteError(f"{self.path.name} refuses writes after an earlier failure")

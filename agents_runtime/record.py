@@ -70,27 +70,9 @@ def signing_message(hash_hex: str) -> bytes:
     return SIGNING_PREFIX + bytes.fromhex(hash_hex)
 
 
-@attrs.frozen
-class Unsigned:
-    """A record chained and hashed, its line written with a placeholder
-    signature: ``sign_into`` puts the real one in place, so the costly
-    signing can happen later, on another thread, in the very bytes."""
-
-    record: dict[str, Any]  # holds the placeholder sig
-    line: bytes  # canonical JSON plus b"\n"
-    sig_at: int  # offset in ``line`` of the signature's hex digits
-    message: bytes  # what the signature signs
-
-
-# Lowercase hex digits, as a signature is written, so the line is canonical
-# as it stands and the signature only overwrites these bytes.
-UNSIGNED = "0" * 128
-_SIG_MEMBER = b'"sig":"' + UNSIGNED.encode() + b'"'
-
-
-def prepare(fields: dict[str, Any], *, prev: Head, ts: str) -> Unsigned:
+def seal(fields: dict[str, Any], *, prev: Head, ts: str, signer: Signer) -> Sealed:
     """Chain ``fields`` (which holds ``kind`` and the kind's own fields) onto
-    ``prev`` and hash it; the signature is left to ``sign_into``."""
+    ``prev``, then hash and sign it."""
     if "kind" not in fields:
         raise ValueError("a record needs a kind")
     record = dict(fields)
@@ -99,29 +81,8 @@ def prepare(fields: dict[str, Any], *, prev: Head, ts: str) -> Unsigned:
     record["prev"] = prev.hash
     digest = content_hash(record)
     record["hash"] = digest
-    record["sig"] = UNSIGNED
-    line = canonical.dumps(record) + b"\n"
-    # Keys are sorted, so members after "sig" have greater keys. When each of
-    # them is a string (its quotes escaped inside), the last match is ours.
-    if any(key > "sig" and type(value) is not str for key, value in record.items()):
-        raise ValueError("a field sorting after sig must be a string")
-    sig_at = line.rindex(_SIG_MEMBER) + 7
-    return Unsigned(record, line, sig_at, signing_message(digest))
-
-
-def sign_into(data: bytearray, sig_at: int, message: bytes, signer: Signer) -> None:
-    """Write the signature of ``message`` over the placeholder at ``sig_at``."""
-    data[sig_at : sig_at + 128] = signer.sign(message).hex().encode()
-
-
-def seal(fields: dict[str, Any], *, prev: Head, ts: str, signer: Signer) -> Sealed:
-    """Chain ``fields`` onto ``prev``, then hash and sign it."""
-    unsigned = prepare(fields, prev=prev, ts=ts)
-    line = bytearray(unsigned.line)
-    sign_into(line, unsigned.sig_at, unsigned.message, signer)
-    record = unsigned.record
-    record["sig"] = line[unsigned.sig_at : unsigned.sig_at + 128].decode()
-    return Sealed(record, bytes(line))
+    record["sig"] = signer.sign(signing_message(digest)).hex()
+    return Sealed(record, canonical.dumps(record) + b"\n")
 
 
 def genesis_fields(log_id: str, public_key_hex: str) -> dict[str, Any]:

@@ -45,7 +45,7 @@ import attrs
 
 from agents_runtime import canonical
 from agents_runtime import commands as c
-from agents_runtime.actor import Batch, Committer
+from agents_runtime.actor import Committer
 from agents_runtime.datadir import DataDir
 from agents_runtime.keys import Signer
 from agents_runtime.logfile import LogFile
@@ -70,9 +70,9 @@ class RecordingCommitter(Committer):
         super().__init__(COMMIT_THREADS)
         self.batches: list[tuple[str, int]] = []
 
-    async def append(self, logfile: LogFile, batch: Batch) -> None:
-        self.batches.append((logfile.path.stem, batch.records))
-        await super().append(logfile, batch)
+    async def append(self, logfile: LogFile, data: bytes) -> None:
+        self.batches.append((logfile.path.stem, data.count(b"\n")))
+        await super().append(logfile, data)
 
 
 @attrs.frozen

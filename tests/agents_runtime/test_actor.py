@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 from agents_runtime import commands as c
-from agents_runtime.actor import Batch, Committer, LogView
+from agents_runtime.actor import Committer, LogView
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import (
     AgentUnavailable,
@@ -47,9 +47,9 @@ class CountingCommitter(Committer):
         super().__init__()
         self.batches: list[int] = []  # bytes per batch
 
-    async def append(self, logfile: LogFile, batch: Batch) -> None:
-        self.batches.append(len(batch))
-        await super().append(logfile, batch)
+    async def append(self, logfile: LogFile, data: bytes) -> None:
+        self.batches.append(len(data))
+        await super().append(logfile, data)
 
 
 class GatedCommitter(Committer):
@@ -61,11 +61,11 @@ class GatedCommitter(Committer):
         self.gate = asyncio.Event()
         self.waiting = asyncio.Event()
 
-    async def append(self, logfile: LogFile, batch: Batch) -> None:
+    async def append(self, logfile: LogFile, data: bytes) -> None:
         if logfile.path.stem in self.gated:
             self.waiting.set()
             await self.gate.wait()
-        await super().append(logfile, batch)
+        await super().append(logfile, data)
 
 
 class FailingCommitter(Committer):
@@ -75,12 +75,11 @@ class FailingCommitter(Committer):
         super().__init__(inline=True)
         self.armed = False
 
-    async def append(self, logfile: LogFile, batch: Batch) -> None:
+    async def append(self, logfile: LogFile, data: bytes) -> None:
         if self.armed:
-            data = batch.signed()
             logfile.append(data[: len(data) // 2])
             raise LogWriteError(f"append to {logfile.path.name} failed: [Errno 5] EIO")
-        await super().append(logfile, batch)
+        await super().append(logfile, data)
 
 
 @attrs.define
