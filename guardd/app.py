@@ -173,7 +173,9 @@ def create_app(guard: Guard) -> Quart:
     async def request_action(agent_id: str) -> Response:
         _, ref = agent(agent_id)
         body = bodies.parse_body(await read_json(), bodies.ActionRequest)
-        key = request.headers.get("Idempotency-Key")
+        # getlist, unlike get, finds no key without raising and catching an error.
+        keys = request.headers.getlist("Idempotency-Key")
+        key = keys[0] if keys else None
         if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
             raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
         command = c.RequestAction(body.tool, body.input, body.cost, key)
