@@ -51,6 +51,7 @@ _read_back = json.JSONDecoder(parse_float=Decimal).decode
 
 _WRITES = frozenset(c.WRITES)
 
+READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
 
@@ -59,6 +60,10 @@ Clock = Callable[[], float]
 
 def wall_clock() -> float:
     return datetime.now(UTC).timestamp()
+
+
+def _refuse_write(fields: dict[str, Any]) -> None:
+    raise ReadOnly(READ_ONLY)
 
 
 @attrs.frozen
@@ -265,7 +270,11 @@ class AgentActor:
             raise TypeError(f"not a command: {command!r}")
         if kind in _WRITES:
             if self.signer is None:
-                raise ReadOnly("guardd has no signing key (keys/audit.key): logs are read-only")
+                if kind is c.RequestAction and command.idempotency_key is not None:
+                    # A retry of a request already decided is answered from
+                    # the log, which needs no key; anything else would write.
+                    return handler(self.state, _refuse_write, command, self._tick())
+                raise ReadOnly(READ_ONLY)
             if self.fenced is not None:
                 raise AgentUnavailable(self.fenced)
         return handler(self.state, self._emit, command, self._tick())

@@ -368,6 +368,31 @@ def test_without_audit_key_every_write_is_503_read_only(
     assert api.status(agent) == before
 
 
+def test_without_audit_key_a_retried_request_is_answered_from_the_log(fresh_api: Api) -> None:
+    api = fresh_api
+    agent = api.create("retrier", _policy())
+    body = {"tool": "search", "input": {"q": "x"}}
+    first = ok(
+        agent.client.post(f"{agent.path}/actions", json=body, headers={"Idempotency-Key": "k1"})
+    )
+    assert api.server.stop() == 0
+    (api.server.data_dir / "keys" / "audit.key").unlink()
+    api.server.start()
+    records = len(api.records(agent))
+    again = agent.client.post(f"{agent.path}/actions", json=body, headers={"Idempotency-Key": "k1"})
+    assert ok(again) == first
+    other = {"tool": "search", "input": {"q": "y"}}
+    conflict = agent.client.post(
+        f"{agent.path}/actions", json=other, headers={"Idempotency-Key": "k1"}
+    )
+    assert_error(conflict, 409, "idempotency_conflict")
+    new_key = agent.client.post(
+        f"{agent.path}/actions", json=body, headers={"Idempotency-Key": "k2"}
+    )
+    assert_error(new_key, 503, "read_only")
+    assert len(api.records(agent)) == records
+
+
 # -- token.key ----------------------------------------------------------------------------------
 
 
