@@ -490,6 +490,28 @@ def test_lowering_the_scar_limit_to_the_score_terminates(api: Api) -> None:
     assert (status["alive"], status["termination_reason"]) == (False, "scar_limit")
 
 
+def test_lowering_the_budget_below_what_was_spent_leaves_remaining_negative_and_agent_alive(
+    api: Api,
+) -> None:
+    tools = {"search": {"cost": 1}, "free": {"cost": 0}}
+    agent = api.create(policy=policy(tools=tools))
+    for _ in range(3):
+        ok(agent.act("search"))
+    status = ok(api.admin.put(f"{agent.path}/policy", json=policy(budget=2, tools=tools)))
+    assert (status["alive"], status["budget"], status["spent"], status["remaining"]) == (
+        True,
+        2,
+        3,
+        -1,
+    )
+    denied = ok(agent.act("search"))
+    assert denied["reason"] == {"code": "insufficient_budget", "cost": 1, "remaining": -1}
+    # Even a free action costs more than a negative remaining.
+    free = ok(agent.act("free"))
+    assert free["reason"] == {"code": "insufficient_budget", "cost": 0, "remaining": -1}
+    assert api.status(agent)["alive"] is True  # raising the budget again lets it act
+
+
 def test_operator_termination_records_reason_and_actor(api: Api) -> None:
     agent = api.create(policy=policy())
     status = ok(api.admin.post(f"{agent.path}/terminate", json={"reason": "audit", "by": "op"}))
