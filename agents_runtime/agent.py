@@ -18,6 +18,7 @@ from agents_runtime import commands as c
 from agents_runtime.canonical import dumps
 from agents_runtime.checks import DENY_SCARS, Verdict, decide
 from agents_runtime.errors import (
+    AgentUnavailable,
     AlreadyTerminated,
     Forbidden,
     IdempotencyConflict,
@@ -167,6 +168,12 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
     if cmd.idempotency_key is not None:
         earlier = state.idempotency.get(cmd.idempotency_key)
         if earlier is not None:
+            if action_status(state, earlier) == "requested":
+                # Only a read-only or fenced guardd keeps a request a crash cut
+                # short undecided (it cannot write the decision).
+                raise AgentUnavailable(
+                    f"act-{earlier} was cut short by a crash and guardd cannot decide it now"
+                )
             if not _same_request(state, earlier, cmd):
                 raise IdempotencyConflict(
                     f"Idempotency-Key was first used for act-{earlier} with a different body"

@@ -335,7 +335,7 @@ async def test_an_agent_at_its_scar_limit_when_a_crash_hit_is_terminated_before_
 
 async def test_a_read_only_service_leaves_a_cut_command_as_it_is(tmp_path: Path) -> None:
     async with running_agent(tmp_path, policy(tools=TOOLS)) as agent:
-        await agent.ask(c.RequestAction("read"))
+        await agent.ask(c.RequestAction("read", idempotency_key="k"))
         path = agent.path
     cut = b"".join(path.read_bytes().splitlines(keepends=True)[:-1])
     path.write_bytes(cut)
@@ -344,8 +344,12 @@ async def test_a_read_only_service_leaves_a_cut_command_as_it_is(tmp_path: Path)
     registry.load()
     await registry.start()
     try:
-        status = await registry.ref(AGENT).ask(c.GetStatus())
+        ref = registry.ref(AGENT)
+        status = await ref.ask(c.GetStatus())
         assert status["actions_allowed"] == 0
+        # A retry of the cut request cannot be answered: its decision is not written.
+        with pytest.raises(AgentUnavailable, match="act-1 was cut short by a crash"):
+            await ref.ask(c.RequestAction("read", idempotency_key="k"))
     finally:
         await registry.stop()
     assert path.read_bytes() == cut
