@@ -14,13 +14,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import attrs
 
 from agents_runtime import commands as c
 from agents_runtime.agent import HANDLERS, finish_interrupted
+from agents_runtime.canonical import loads_trusted
 from agents_runtime.errors import (
     AgentError,
     AgentUnavailable,
@@ -44,10 +43,6 @@ from agents_runtime.state import AgentState, action_number, apply, parse_ts
 
 log = logging.getLogger("agents_runtime.actor")
 
-# A line canonical.dumps has just written has no duplicate key, no integer
-# beyond 2^53-1 and no lone surrogate, so the C decoder alone reads it back to
-# the very record canonical.loads would, several times faster.
-_read_back = json.JSONDecoder(parse_float=Decimal).decode
 
 _WRITES = frozenset(c.WRITES)
 
@@ -239,7 +234,7 @@ class AgentActor:
         sealed = seal(fields, prev=self.state.head, ts=self._ts, signer=self.signer)
         # Apply what will be on disk, parsed back from its bytes, exactly as replay does.
         state = self.state
-        record = _read_back(sealed.line[:-1].decode())
+        record = loads_trusted(sealed.line[:-1].decode())  # canonical.dumps wrote it
         apply(state, record)
         state.records.add(record, sealed.line, written=False)
         self._buffer.append(sealed.line)

@@ -139,6 +139,19 @@ _decoder = json.JSONDecoder(
 )
 
 
+# One C pass with none of _decoder's hooks, for text already known to be
+# canonical: written by dumps, or found byte-identical to dumps of what it
+# parses to. Such text has no duplicate key (dumps keeps one), no integer
+# beyond 2^53-1, no lone surrogate and no NaN (dumps refuses them), so this
+# reads it to the very value loads would, several times faster.
+TRUSTED_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_constant)
+
+
+def loads_trusted(text: str) -> Any:
+    """``loads`` for text known to be canonical (see TRUSTED_DECODER)."""
+    return TRUSTED_DECODER.decode(text)
+
+
 def _depth_ok(text: str) -> bool:
     # Cheap upper bound first: most documents have few brackets at all.
     if text.count("[") + text.count("{") <= MAX_DEPTH:

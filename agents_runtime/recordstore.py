@@ -16,17 +16,12 @@ repeat answers with, is read back from the log through a store:
 
 from __future__ import annotations
 
-import json
 from array import array
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
+from agents_runtime.canonical import loads_trusted
 from agents_runtime.errors import LogReadError
-
-# Lines of our own log, verified when loaded or written by us: the C decoder
-# reads them to the very record canonical.loads would.
-_decode = json.JSONDecoder(parse_float=Decimal).decode
 
 
 class RecordStore(Protocol):
@@ -109,7 +104,8 @@ class FileRecords:
             except OSError as exc:
                 raise LogReadError(f"cannot read {self.path.name}: {exc}") from exc
         try:
-            record = _decode(line.decode())
+            # Our own log's lines: verified when loaded, or written by us.
+            record = loads_trusted(line.decode())
         except ValueError as exc:
             raise LogReadError(f"{self.path.name}: seq {seq} does not parse: {exc}") from exc
         if not isinstance(record, dict) or record.get("seq") != seq:

@@ -243,38 +243,34 @@ def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
     state.action_status[n - 1] = _STATUS_CODES[PENDING]
 
 
-def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None]:
-    """The action a decision record is about, and its held Action if any;
-    the held one must be pending, the other just requested."""
+def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, str]:
+    """The action a decision record is about, its held Action if any (which
+    must be pending; any other must be just requested), and its tool."""
     n = _number(state, r)
     action = state.pending.pop(r["action_id"], None)
-    if action is None:
-        if state.action_status[n - 1] != 0:
-            raise ValueError(f"{r['action_id']} is decided already")
-        _just_requested(state, r)
-    return n, action
+    if action is not None:
+        return n, action, action.tool
+    if state.action_status[n - 1] != 0:
+        raise ValueError(f"{r['action_id']} is decided already")
+    return n, None, _just_requested(state, r)["tool"]
 
 
 def _allowed(state: AgentState, r: dict[str, Any]) -> None:
-    n, action = _decided(state, r)
+    n, action, tool = _decided(state, r)
     cost = Decimal(r["cost"])
     if action is not None:
         action.cost = cost
         action.approved_by = r.get("approved_by")
         action.note = r.get("note")
-        tool = action.tool
-    else:
-        tool = state.last_record["tool"]  # type: ignore[index]  # checked by _decided
     state.action_status[n - 1] = _ALLOWED_CODE
     state.spent += cost
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
-    allowed_at = parse_ts(r["ts"])
-    state.allowed_times.append(allowed_at)
+    state.allowed_times.append(parse_ts(r["ts"]))
 
 
 def _deny(state: AgentState, r: dict[str, Any], reason: dict[str, Any]) -> None:
-    n, action = _decided(state, r)
+    n, action, _ = _decided(state, r)
     if action is not None:
         action.reason = reason
     state.action_status[n - 1] = _DENIED_CODE

@@ -52,15 +52,10 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
 
 
-def _refuse_constant(text: str) -> Any:
-    raise ValueError(f"{text} is not valid JSON")
-
-
-# One C pass without canonical.loads' hooks (duplicate keys, integer range,
-# lone surrogates). Used only for lines then found byte-identical to their
-# canonical form, which a line with any of those faults never is: dumps drops
-# a duplicate key and refuses the other two.
-_FAST_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_refuse_constant)
+# canonical.TRUSTED_DECODER, used only for lines then found byte-identical to
+# their canonical form, which a line with a duplicate key, an integer out of
+# range or a lone surrogate never is.
+_FAST_DECODER = canonical.TRUSTED_DECODER
 # The C scanner without decode()'s whitespace handling: a canonical line has none.
 # (typeshed declares make_scanner's argument wrongly: it takes the decoder)
 _scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_FAST_DECODER)  # type: ignore[arg-type]
