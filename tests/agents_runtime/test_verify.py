@@ -17,23 +17,14 @@ from agents_runtime import canonical, record, verify
 from agents_runtime.errors import VerificationError
 from agents_runtime.keys import Signer
 from agents_runtime.record import Head
+from agents_runtime.state import RECORD_KINDS
 from agents_runtime.verify import ChainVerifier, Checkpoint, Failure, Report, verify_lines
 
 DATA = Path(__file__).parent.parent / "data"
 SIGNER = Signer(bytes(range(32)))
 ATTACKER = Signer(bytes(range(1, 33)))
 LOG_ID = "agent-1"
-KINDS = [
-    "policy",
-    "action_requested",
-    "approval_required",
-    "action_allowed",
-    "action_denied",
-    "action_rejected",
-    "outcome",
-    "scar",
-    "terminated",
-]
+KINDS = sorted(RECORD_KINDS - {"genesis"})
 
 # --- generated logs ---------------------------------------------------------
 

@@ -14,6 +14,7 @@ import pytest
 from agents_runtime import canonical
 from agents_runtime import commands as c
 from agents_runtime.record import Head, seal
+from agents_runtime.state import RECORD_KINDS
 from audit.cli import main
 from audit.replay import fields_of, replay_records
 from tests.agents_runtime.support import (
@@ -124,19 +125,7 @@ async def test_replay_says_ok_on_a_log_the_service_wrote(
         "OK: every record is what the log's own policy would have written "
         f"({len(records)} records, 16 commands re-run, 10 actions)"
     ]
-    kinds = {r["kind"] for r in records}
-    assert kinds == {
-        "genesis",
-        "policy",
-        "action_requested",
-        "approval_required",
-        "action_allowed",
-        "action_denied",
-        "action_rejected",
-        "outcome",
-        "scar",
-        "terminated",
-    }
+    assert {r["kind"] for r in records} == RECORD_KINDS
 
 
 async def test_replay_json_report(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,6 +170,19 @@ def forge(log: Path, change: Callable[[Records], int]) -> Path:
     return write(beside(log, "forged.jsonl"), forged)
 
 
+def forge_fields(log: Path, kind: str, action_id: str, **changes: Any) -> tuple[Path, int]:
+    """Change fields of the ``kind`` record of ``action_id`` and re-seal; the
+    forged log and that record's seq."""
+    records = read(log)
+    at = index_of(records, kind, action_id)
+
+    def change(records: Records) -> int:
+        records[at] = {**records[at], **changes}
+        return at
+
+    return forge(log, change), records[at]["seq"]
+
+
 def expect_failure(capsys: pytest.CaptureFixture[str], path: Path, *problems: str) -> None:
     status, out = replay(path, capsys)
     lines = out.splitlines()
@@ -222,34 +224,20 @@ async def test_a_denied_action_re_signed_as_allowed_is_caught_naming_its_seq(
 
 
 async def test_a_wrong_charge_is_caught(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    records = read(log)
-    at = index_of(records, "action_allowed", "act-1")
-    seq = records[at]["seq"]
-
-    def cheaper(records: Records) -> int:
-        records[at] = {**records[at], "cost": 0, "remaining": 10}
-        return at
-
+    forged, seq = forge_fields(log, "action_allowed", "act-1", cost=0, remaining=10)
     expect_failure(
         capsys,
-        forge(log, cheaper),
+        forged,
         f"seq {seq} (act-1): action_allowed: cost is 0, the policy gives 1; "
         "remaining is 10, the policy gives 9",
     )
 
 
 async def test_a_wrong_remaining_is_caught(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    records = read(log)
-    at = index_of(records, "action_allowed", "act-3")
-    seq = records[at]["seq"]
-
-    def richer(records: Records) -> int:
-        records[at] = {**records[at], "remaining": 100}
-        return at
-
+    forged, seq = forge_fields(log, "action_allowed", "act-3", remaining=100)
     expect_failure(
         capsys,
-        forge(log, richer),
+        forged,
         f"seq {seq} (act-3): action_allowed: remaining is 100, the policy gives 7",
     )
 
@@ -384,17 +372,10 @@ async def test_a_repeated_idempotency_key_that_created_an_action_is_caught(
         await agent.ask(c.RequestAction("read", idempotency_key="other"))
 
     log = await write_log(tmp_path / "data", script)
-    records = read(log)
-    at = index_of(records, "action_requested", "act-2")
-    seq = records[at]["seq"]
-
-    def reuse(records: Records) -> int:
-        records[at] = {**records[at], "idempotency_key": "k"}
-        return at
-
+    forged, seq = forge_fields(log, "action_requested", "act-2", idempotency_key="k")
     expect_failure(
         capsys,
-        forge(log, reuse),
+        forged,
         f"seq {seq} (act-2): action_requested act-2: the policy writes nothing here "
         "(a repeated Idempotency-Key answers with the first decision)",
     )
@@ -403,17 +384,10 @@ async def test_a_repeated_idempotency_key_that_created_an_action_is_caught(
 async def test_a_harmful_outcome_reported_by_the_agent_is_caught(
     log: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    records = read(log)
-    at = index_of(records, "outcome", "act-9")
-    seq = records[at]["seq"]
-
-    def harmful(records: Records) -> int:
-        records[at] = {**records[at], "outcome": "harmful", "by": "agent"}
-        return at
-
+    forged, seq = forge_fields(log, "outcome", "act-9", outcome="harmful", by="agent")
     expect_failure(
         capsys,
-        forge(log, harmful),
+        forged,
         f"seq {seq} (act-9): outcome act-9 (harmful) would have been refused: "
         "only the admin token may report a harmful outcome",
     )
