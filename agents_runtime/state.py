@@ -1,9 +1,9 @@
 """Agent state as a fold over its log records.
 
 ``apply(state, record)`` is the only code that changes agent state. The actor
-calls it on each record it has just sealed (parsed back from the very bytes
-that go to disk), and startup calls it on each verified record of the file,
-so the live state and the replayed state are the same by construction.
+calls it on each record it has just sealed (the dict whose canonical bytes go
+to disk), and startup calls it on each verified record of the file, so the
+live state and the replayed state are the same by construction.
 """
 
 from __future__ import annotations
@@ -31,7 +31,17 @@ COMPLETED = "completed"
 
 def parse_ts(ts: str) -> float:
     """Seconds since the epoch of a record's ``ts``."""
-    return datetime.fromisoformat(ts).timestamp()
+    global _parsed
+    # The records of one command share their ts: parse it once.
+    last = _parsed
+    if ts == last[0]:
+        return last[1]
+    value = datetime.fromisoformat(ts).timestamp()
+    _parsed = (ts, value)
+    return value
+
+
+_parsed = ("", 0.0)  # the last ts parse_ts read, and its value
 
 
 # One byte per action says where it stands; an outcome is kept as its own status.

@@ -18,10 +18,13 @@ from typing import Any
 import nacl.signing
 import pytest
 import rfc8785
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agents_runtime import canonical, record, verify
 from agents_runtime.keys import Signer
 from agents_runtime.record import Head
+from agents_runtime.state import parse_ts
 
 ROOT = Path(__file__).parents[2]
 DATA = ROOT / "tests" / "data"
@@ -228,6 +231,14 @@ def test_signing_message_is_prefix_and_raw_hash_bytes() -> None:
 )
 def test_timestamp_is_utc_with_microseconds_and_z(now: datetime, text: str) -> None:
     assert record.timestamp(now) == text
+
+
+@given(st.integers(min_value=0, max_value=253402300799999999))  # up to 9999-12-31
+def test_timestamp_micros_is_the_timestamp_of_that_moment_and_parses_back(micros: int) -> None:
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    text = record.timestamp_micros(micros)
+    assert text == record.timestamp(moment)
+    assert parse_ts(text) == micros / 1_000_000
 
 
 def test_head_of_an_empty_log_and_its_checkpoint_text() -> None:
