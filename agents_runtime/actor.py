@@ -38,7 +38,7 @@ from agents_runtime.keys import Signer
 from agents_runtime.logfile import LogFile
 from agents_runtime.record import Head, seal, timestamp_micros
 from agents_runtime.replay import load_log
-from agents_runtime.state import AgentState, action_number, apply, parse_ts
+from agents_runtime.state import AgentState, action_number, apply, note_ts, parse_ts
 
 log = logging.getLogger("agents_runtime.actor")
 
@@ -254,6 +254,7 @@ class AgentActor:
         self._ts = timestamp_micros(micros)
         now = micros / 1_000_000  # == parse_ts(self._ts), as the fold reads it
         self._last_ts = (self._ts, now)
+        note_ts(self._ts, now)
         return now
 
     # -- commands ------------------------------------------------------------

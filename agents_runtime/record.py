@@ -9,7 +9,6 @@ whole record followed by a newline. See docs/log-format.md.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import time
 from datetime import UTC, datetime
@@ -62,16 +61,18 @@ def timestamp(now: datetime) -> str:
     return now.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
-@functools.lru_cache(maxsize=4)
-def _second_text(second: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-
-
 def timestamp_micros(micros: int) -> str:
     """``timestamp`` of the moment ``micros`` microseconds after the epoch;
     the text of one second is made once, since every command needs a ts."""
+    global _second
     second, fraction = divmod(micros, 1_000_000)
-    return f"{_second_text(second)}.{fraction:06d}Z"
+    last = _second
+    if second != last[0]:
+        last = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{last[1]}.{fraction:06d}Z"
+
+
+_second = (-1, "")  # the last second timestamp_micros wrote, and its text
 
 
 def content_hash(record: dict[str, Any]) -> str:

@@ -44,6 +44,13 @@ def parse_ts(ts: str) -> float:
 _parsed = ("", 0.0)  # the last ts parse_ts read, and its value
 
 
+def note_ts(ts: str, value: float) -> None:
+    """Tell parse_ts that ``ts`` reads as ``value``: the actor, which has just
+    made ``ts`` from ``value``, saves the fold parsing it."""
+    global _parsed
+    _parsed = (ts, value)
+
+
 # One byte per action says where it stands; an outcome is kept as its own status.
 _STATUS_CODES = {
     "requested": 0,
@@ -256,6 +263,15 @@ def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
 def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, str]:
     """The action a decision record is about, its held Action if any (which
     must be pending; any other must be just requested), and its tool."""
+    requested = state.last_record
+    if (
+        requested is not None
+        and requested["kind"] == "action_requested"
+        and requested["action_id"] == r["action_id"]
+    ):
+        # Decided at request time, the common case: the newest action, which
+        # is neither decided nor pending yet.
+        return len(state.action_seqs), None, requested["tool"]
     n = _number(state, r)
     action = state.pending.pop(r["action_id"], None)
     if action is not None:

@@ -52,6 +52,7 @@ from agents_runtime.logfile import LogFile
 from agents_runtime.policy import parse_policy
 from agents_runtime.record import Head, seal
 from agents_runtime.registry import Registry
+from guardd.__main__ import tune_gc
 
 TARGET_RATIO = 0.80
 COMMIT_THREADS = 4  # the committer's default
@@ -98,6 +99,7 @@ async def _actor_run(root: Path, actors: int, askers: int, commands: int) -> Run
     for agent_id in ids:
         await registry.create(agent_id, parse_policy(POLICY))
     committer.batches.clear()
+    tune_gc()  # as guardd serves, once its agents are loaded
     per_asker = commands // (actors * askers)
     command = c.RequestAction("web_search", {"query": "weather in Lisbon"})
 
