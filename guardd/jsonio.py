@@ -26,9 +26,20 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-
 _JSON_HEADERS = {"Cache-Control": "no-store", **SECURITY_HEADERS}
 
 
+# A body this small fits in the socket's send buffer, so sending it cannot
+# stall on a client that does not read. Such answers go without Quart's send
+# timeout (RESPONSE_TIMEOUT), which costs a task and a timer per request
+# (asyncio.wait_for); larger ones keep it.
+SEND_AT_ONCE = 64 * 1024
+
+
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     extra = {**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS
-    return Response(dumps(value), status=status, headers=extra, content_type=JSON_TYPE)
+    body = dumps(value)
+    response = Response(body, status=status, headers=extra, content_type=JSON_TYPE)
+    if len(body) <= SEND_AT_ONCE:
+        response.timeout = None
+    return response
 
 
 async def read_json() -> Any:

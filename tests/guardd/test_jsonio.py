@@ -10,7 +10,7 @@ from typing import Any
 from quart import Quart, Response
 
 from guardd.errors import register_error_handlers
-from guardd.jsonio import json_response, read_json
+from guardd.jsonio import SEND_AT_ONCE, json_response, read_json
 
 
 def _echo_app(body_timeout: float) -> Quart:
@@ -41,3 +41,10 @@ async def test_a_body_that_stops_arriving_is_refused_after_the_body_timeout() ->
     body: Any = json.loads(data)
     assert body["code"] == "bad_request"
     assert body["error"] == "request body did not arrive within 0.2 seconds"
+
+
+def test_small_answers_skip_the_send_timeout_and_large_ones_keep_it() -> None:
+    small = json_response({"ok": True})
+    large = json_response({"blob": "x" * SEND_AT_ONCE})
+    assert small.timeout is None  # sent without asyncio.wait_for
+    assert large.timeout is Ellipsis  # Quart's RESPONSE_TIMEOUT applies
