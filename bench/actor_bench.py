@@ -55,7 +55,7 @@ from agents_runtime.registry import Registry
 from guardd.__main__ import tune_gc
 
 TARGET_RATIO = 0.80
-COMMIT_THREADS = 4  # the committer's default
+COMMIT_THREADS = Committer().threads  # the committer's default
 POLICY = {
     "budget": 999_999_999,
     "scar_limit": 1_000,
