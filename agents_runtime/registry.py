@@ -34,7 +34,7 @@ from agents_runtime.errors import (
     Quarantined,
     ReadOnly,
 )
-from agents_runtime.keys import KeyRing
+from agents_runtime.keys import KeyRing, Signer
 from agents_runtime.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail
 from agents_runtime.policy import Policy, policy_json
 from agents_runtime.record import Head, genesis_fields, seal, timestamp
@@ -88,7 +88,8 @@ class Registry:
         removed = len(self.data_dir.remove_unfinished())
         torn: list[str] = []
         ids = self.data_dir.agent_ids()
-        for loaded in _load_logs(self.data_dir, ids, self.ring.public_key, workers):
+        logs = _load_logs(self.data_dir, ids, self.ring.public_key, self.ring.signer, workers)
+        for loaded in logs:
             if self._adopt(loaded):
                 if loaded.contents.torn_tail is not None:
                     torn.append(loaded.agent_id)
@@ -286,11 +287,17 @@ def load_workers() -> int:
 
 
 def _load_logs(
-    data_dir: DataDir, ids: list[str], public_key: bytes, workers: int | None
+    data_dir: DataDir,
+    ids: list[str],
+    public_key: bytes,
+    signer: Signer | None,
+    workers: int | None,
 ) -> Iterator[Loaded]:
     """``load_log`` of each agent, in order; whole files in worker processes
     when it pays. Lines are dropped from what workers send back: adopting a
-    log needs only its state, failure and tail."""
+    log needs only its state, failure and tail. The signer goes to the
+    workers (our own children, over the pool's pipe) so that they check
+    signatures as cheaply as this process does."""
     workers = load_workers() if workers is None else workers
     sizes = [_size(data_dir.log_path(agent_id)) for agent_id in ids]
     done = 0
@@ -309,7 +316,11 @@ def _load_logs(
         pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context)
         try:
             results = pool.map(
-                _load_task, [data_dir] * len(tasks), tasks, [public_key] * len(tasks)
+                _load_task,
+                [data_dir] * len(tasks),
+                tasks,
+                [public_key] * len(tasks),
+                [signer] * len(tasks),
             )
             for batch in results:
                 yield from batch
@@ -319,14 +330,16 @@ def _load_logs(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     for agent_id in ids[done:]:
-        yield load_log(data_dir.log_path(agent_id), agent_id, public_key)
+        yield load_log(data_dir.log_path(agent_id), agent_id, public_key, signer=signer)
 
 
-def _load_task(data_dir: DataDir, ids: list[str], public_key: bytes) -> list[Loaded]:
+def _load_task(
+    data_dir: DataDir, ids: list[str], public_key: bytes, signer: Signer | None
+) -> list[Loaded]:
     """In a worker process: verify and fold these agents' logs."""
     out = []
     for agent_id in ids:
-        loaded = load_log(data_dir.log_path(agent_id), agent_id, public_key)
+        loaded = load_log(data_dir.log_path(agent_id), agent_id, public_key, signer=signer)
         out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
     return out
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import attrs
 
 from agents_runtime.errors import VerificationError
+from agents_runtime.keys import Signer
 from agents_runtime.logfile import LogContents, read_log, split_log
 from agents_runtime.recordstore import FileRecords, MemoryRecords, RecordStore
 from agents_runtime.state import AgentState, apply
@@ -26,17 +27,28 @@ class Loaded:
 
 
 def replay_lines(
-    agent_id: str, lines: list[bytes], public_key: bytes, *, path: Path | None = None
+    agent_id: str,
+    lines: list[bytes],
+    public_key: bytes,
+    *,
+    path: Path | None = None,
+    signer: Signer | None = None,
 ) -> Loaded:
     """Verify and fold ``lines``; the state reads records back from the file
     at ``path`` (which holds these lines first), or from memory without one."""
     contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
-    return _replay(agent_id, contents, public_key, path)
+    return _replay(agent_id, contents, public_key, path, signer)
 
 
-def _replay(agent_id: str, contents: LogContents, public_key: bytes, path: Path | None) -> Loaded:
+def _replay(
+    agent_id: str,
+    contents: LogContents,
+    public_key: bytes,
+    path: Path | None,
+    signer: Signer | None,
+) -> Loaded:
     lines = contents.lines
-    verifier = ChainVerifier(public_key=public_key, log_id=agent_id)
+    verifier = ChainVerifier(public_key=public_key, log_id=agent_id, signer=signer)
     records: RecordStore = MemoryRecords() if path is None else FileRecords(path)
     state = AgentState(agent_id, records=records)
     feed, add = verifier.feed, records.add
@@ -57,11 +69,19 @@ def _replay(agent_id: str, contents: LogContents, public_key: bytes, path: Path 
     return Loaded(agent_id, state, None, contents)
 
 
-def load_log(path: Path, agent_id: str, public_key: bytes, *, length: int | None = None) -> Loaded:
-    """Verify and fold a log file. ``length`` limits it to its committed bytes."""
+def load_log(
+    path: Path,
+    agent_id: str,
+    public_key: bytes,
+    *,
+    length: int | None = None,
+    signer: Signer | None = None,
+) -> Loaded:
+    """Verify and fold a log file. ``length`` limits it to its committed bytes;
+    ``signer`` (the key's holder) makes checking signatures cheaper."""
     if length is None:
         contents = read_log(path)
     else:
         with path.open("rb") as fh:
             contents = split_log(fh.read(length))
-    return _replay(agent_id, contents, public_key, path)
+    return _replay(agent_id, contents, public_key, path, signer)

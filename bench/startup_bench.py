@@ -12,7 +12,12 @@ Measured, interleaved in one run (the files are in the page cache):
             prepared beforehand: the faster of ``VerifyKey.verify`` and
             ``nacl.bindings.crypto_sign_open``, records/s of CPU time
   load      ``Registry.load()`` in a fresh process: wall time, records/s,
-            CPU time of that process and its workers
+            CPU time of that process and its workers. guardd holds the
+            signing key, and Ed25519 is deterministic: it checks a record's
+            signature by making it again and comparing bytes, a third of a
+            verify's cost; any other bytes go to the verify
+  read-only the same load without the signing key (guardd without
+            keys/audit.key): every signature verified with the public key
   guardd    ``python -m guardd`` on the same data directory, from exec to
             the first answer of /healthz
 
@@ -249,11 +254,16 @@ def verify_floor(root: Path, ids: Sequence[str]) -> dict[str, float]:
     }
 
 
-def measure_load(root: Path, workers: int | None = None) -> dict[str, Any]:
-    """``Registry.load()`` of the data directory in a fresh process."""
+def measure_load(
+    root: Path, workers: int | None = None, *, read_only: bool = False
+) -> dict[str, Any]:
+    """``Registry.load()`` of the data directory in a fresh process; with
+    ``read_only``, as guardd without keys/audit.key loads it."""
     argv = [sys.executable, "-m", "bench.startup_bench", "--load-only", str(root)]
     if workers is not None:
         argv += ["--workers", str(workers)]
+    if read_only:
+        argv.append("--read-only")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
@@ -273,12 +283,16 @@ def measure_load(root: Path, workers: int | None = None) -> dict[str, Any]:
     return result
 
 
-def _load_only(root: Path, workers: int | None) -> dict[str, Any]:
+def _load_only(root: Path, workers: int | None, read_only: bool) -> dict[str, Any]:
     """Child of measure_load: time Registry.load(), print one JSON line."""
+    import attrs
+
     from agents_runtime.registry import Registry
 
     data_dir = DataDir(root)
     ring = load_keys(data_dir.keys_dir)
+    if read_only:  # signatures are then checked with the public key alone
+        ring = attrs.evolve(ring, signer=None)
     registry = Registry(data_dir, ring)
     started = time.perf_counter()
     cpu = time.process_time()
@@ -355,9 +369,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     parser.add_argument("--load-only", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--read-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-read-only", action="store_true", help="skip the load without the signing key"
+    )
     args = parser.parse_args([] if argv is None else argv)
     if args.load_only is not None:
-        return _load_only(args.load_only, args.workers)
+        return _load_only(args.load_only, args.workers, args.read_only)
 
     root = cached_data_dir(args.agents, args.records)
     ids = agent_ids(args.agents)
@@ -382,11 +400,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f" load {os.getloadavg()[0]:.2f})"
         )
 
-    def load_round(workers: int | None) -> dict[str, Any]:
+    def load_round(workers: int | None, read_only: bool = False) -> dict[str, Any]:
         wait_quiet(60.0)
-        load = measure_load(root, workers)
+        load = measure_load(root, workers, read_only=read_only)
+        how = "one process" if workers == 1 else "workers"
         print(
-            f"  load ({'one process' if workers == 1 else 'workers'}):"
+            f"  load ({how}{', read-only' if read_only else ''}):"
             f" {load['records']:,} records in {load['seconds']:.2f} s: {load['rate']:,.0f}/s;"
             f" cpu main {load['main_cpu']:.1f} s + workers {load['workers_cpu']:.1f} s;"
             f" {load['quarantined']} quarantined (load {os.getloadavg()[0]:.2f})"
@@ -398,6 +417,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         loads.append(load_round(None))
         floor_round()
     sequential = None if args.no_sequential else load_round(1)
+    read_only = None if args.no_read_only else load_round(None, read_only=True)
     guardd = None if args.no_guardd else measure_guardd(root)
     if guardd is not None:
         print(
@@ -426,6 +446,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"| Registry.load, one process | {sequential['rate']:,.0f}"
             f" | {sequential['rate'] / floor_rate:.2f} |"
         )
+    if read_only is not None:
+        lines.append(
+            f"| Registry.load, workers, read-only (no audit.key: every signature verified)"
+            f" | {read_only['rate']:,.0f} | {read_only['rate'] / floor_rate:.2f} |"
+        )
     if guardd is not None:
         lines.append(
             f"| guardd exec to first answer ({guardd['seconds']:.1f} s)"
@@ -435,7 +460,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"floors": floors, "loads": loads, "sequential": sequential, "guardd": guardd},
+                {
+                    "floors": floors,
+                    "loads": loads,
+                    "sequential": sequential,
+                    "read_only": read_only,
+                    "guardd": guardd,
+                },
                 indent=1,
             )
         )
@@ -448,6 +479,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if sequential is not None:
         result["load_one_process_records_per_s"] = round(sequential["rate"])
+    if read_only is not None:
+        result["load_read_only_records_per_s"] = round(read_only["rate"])
     if guardd is not None:
         result["guardd_ready_seconds"] = round(guardd["seconds"], 2)
     result["target_ratio"] = TARGET_RATIO

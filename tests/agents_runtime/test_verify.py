@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import nacl.bindings
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -276,7 +277,11 @@ def test_the_chained_path_returns_what_the_strict_path_returns(
         changed[index], changed[index - 1] = lines[index - 1], lines[index]
     elif how == "unsigned":
         changed[index] = lines[index].replace(parsed["sig"].encode(), b"0" * 128)
-    for options in ({"public_key": SIGNER.public_key, "log_id": LOG_ID}, {}):
+    for options in (
+        {"public_key": SIGNER.public_key, "log_id": LOG_ID},
+        {"public_key": SIGNER.public_key, "log_id": LOG_ID, "signer": SIGNER},
+        {},
+    ):
         fast_verifier = ChainVerifier(**options)  # type: ignore[arg-type]
         fast = [_fed(fast_verifier, line) for line in changed]
         with strict_path_only():
@@ -309,6 +314,50 @@ def test_lines_after_the_policy_take_the_chained_path(monkeypatch: pytest.Monkey
     monkeypatch.setattr(ChainVerifier, "_feed_checked", counting)
     assert verify_lines(lines, public_key=SIGNER.public_key, log_id=LOG_ID).ok
     assert checked == lines[:2]
+
+
+class _SignerOfOtherBytes(Signer):
+    """The key's holder as seen through a signing that gives other bytes
+    than the signature in the file (Ed25519 allows no second valid
+    signature to make one for real)."""
+
+    def sign(self, message: bytes) -> bytes:
+        return bytes(64)
+
+
+def test_with_the_signer_signatures_are_checked_by_signing_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only genesis and policy go to a verify; every later signature is
+    found byte-equal to the one the key's holder makes."""
+    lines = build_log([{"kind": "policy"}, *({"kind": "scar"} for _ in range(5))])
+    opened: list[bytes] = []
+    crypto_sign_open = nacl.bindings.crypto_sign_open
+
+    def counting(signed: bytes, key: bytes) -> bytes:
+        opened.append(signed)
+        return crypto_sign_open(signed, key)
+
+    monkeypatch.setattr(nacl.bindings, "crypto_sign_open", counting)
+    report = verify_lines(lines, public_key=SIGNER.public_key, log_id=LOG_ID)
+    assert report.ok
+    assert len(opened) == len(lines) == 7
+    opened.clear()
+    verifier = ChainVerifier(public_key=SIGNER.public_key, log_id=LOG_ID, signer=SIGNER)
+    for line in lines:
+        verifier.feed(line)
+    assert len(opened) == 2  # genesis and policy, on the strict path
+
+
+def test_a_signature_other_than_the_signers_own_is_left_to_the_verify() -> None:
+    lines = build_log([{"kind": "policy"}, *({"kind": "scar"} for _ in range(5))])
+    other = _SignerOfOtherBytes(bytes(range(32)))  # SIGNER's seed
+    verifier = ChainVerifier(public_key=SIGNER.public_key, log_id=LOG_ID, signer=other)
+    assert [verifier.feed(line) for line in lines] == [canonical.loads(x) for x in lines]
+    forged = build_log([{"kind": "policy"}, {"kind": "scar"}], signer=ATTACKER)
+    # A signer of another key than the trusted one is not used at all.
+    verifier = ChainVerifier(public_key=ATTACKER.public_key, signer=SIGNER)
+    assert [verifier.feed(line) for line in forged] == [canonical.loads(x) for x in forged]
 
 
 # --- every fixed reason, by hand --------------------------------------------
