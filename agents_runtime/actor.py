@@ -103,11 +103,12 @@ class Committer:
 
     One writer by default. Every writer takes the GIL several times a batch,
     and each time it takes it from a busy loop, that loop then waits to get
-    it back (signing lets go of it twice a request). On the 2-core reference
-    machine (bench/http_bench.py, decide at c=64, same runs) one writer gave
-    1,051-1,094 req/s with p99 88-90 ms, two 980-1,006 with 110-112, four
-    972-974 with 108-114: overlapping fsyncs saved less than the hand-offs
-    cost. A host whose disk gains from parallel fsyncs can pass more.
+    it back. On the 2-core reference machine (bench/http_bench.py, decide at
+    c=64, same runs, while signing still let the GIL go twice a request) one
+    writer gave 1,051-1,094 req/s with p99 88-90 ms, two 980-1,006 with
+    110-112, four 972-974 with 108-114: overlapping fsyncs saved less than
+    the hand-offs cost. A host whose disk gains from parallel fsyncs can
+    pass more.
 
     ``inline=True`` writes on the loop instead (tools, tests).
     """
