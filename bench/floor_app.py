@@ -27,10 +27,6 @@ DEFAULT_SIZES = {"decision": 96, "status": 400}
 
 def create_floor_app() -> Quart:
     app = Quart("floor", static_folder=None)
-    # guardd sends its small answers without Quart's send timeout (a task and
-    # a timer per request, guardd/jsonio.py); so does the floor, every answer
-    # of which is small.
-    app.config["RESPONSE_TIMEOUT"] = None
     bodies: dict[str, dict[str, Any]] = {}
 
     def padded(name: str, size: int) -> dict[str, Any]:
