@@ -231,15 +231,27 @@ def _number(state: AgentState, r: dict[str, Any]) -> int:
     return n
 
 
-def _just_requested(state: AgentState, r: dict[str, Any]) -> dict[str, Any]:
-    # A decision made at request time is written right after the request.
+def _request_before(state: AgentState, r: dict[str, Any]) -> dict[str, Any] | None:
+    """The action_requested record of ``r``'s action if it is the newest record."""
     requested = state.last_record
     if (
-        requested is None
-        or requested["kind"] != "action_requested"
-        or requested["action_id"] != r["action_id"]
+        requested is not None
+        and requested["kind"] == "action_requested"
+        and requested["action_id"] == r["action_id"]
     ):
-        raise ValueError(f"{r['kind']} of {r['action_id']} does not follow its request")
+        return requested
+    return None
+
+
+def _not_after_request(r: dict[str, Any]) -> ValueError:
+    return ValueError(f"{r['kind']} of {r['action_id']} does not follow its request")
+
+
+def _just_requested(state: AgentState, r: dict[str, Any]) -> dict[str, Any]:
+    # A decision made at request time is written right after the request.
+    requested = _request_before(state, r)
+    if requested is None:
+        raise _not_after_request(r)
     return requested
 
 
@@ -263,12 +275,8 @@ def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
 def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, str]:
     """The action a decision record is about, its held Action if any (which
     must be pending; any other must be just requested), and its tool."""
-    requested = state.last_record
-    if (
-        requested is not None
-        and requested["kind"] == "action_requested"
-        and requested["action_id"] == r["action_id"]
-    ):
+    requested = _request_before(state, r)
+    if requested is not None:
         # Decided at request time, the common case: the newest action, which
         # is neither decided nor pending yet.
         return len(state.action_seqs), None, requested["tool"]
@@ -278,7 +286,7 @@ def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, 
         return n, action, action.tool
     if state.action_status[n - 1] != 0:
         raise ValueError(f"{r['action_id']} is decided already")
-    return n, None, _just_requested(state, r)["tool"]
+    raise _not_after_request(r)
 
 
 def _allowed(state: AgentState, r: dict[str, Any]) -> None:

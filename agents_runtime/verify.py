@@ -12,7 +12,6 @@ import json
 import json.scanner
 import re
 from collections.abc import Callable, Iterable
-from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -63,16 +62,6 @@ _scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_FAST_D
 _DUMPS_OPTS = canonical.DUMPS_OPTIONS
 
 
-def _number_fragment(value: object) -> orjson.Fragment:
-    """canonical.number_fragment, its most common case first: a parsed
-    Decimal of a fraction in the range where the text is repr(float)."""
-    if type(value) is Decimal:
-        number = float(value)
-        if not number.is_integer() and 1e-4 <= abs(number) < 1e16:
-            return orjson.Fragment(repr(number))
-    return canonical.number_fragment(value)
-
-
 def _canonical_record(line: bytes) -> dict[str, Any] | None:
     """The record of a line that is already canonical JSON, parsed the fast
     way; None for any other line, whose fault the strict path then names."""
@@ -87,22 +76,36 @@ def _canonical_record(line: bytes) -> dict[str, Any] | None:
     return None
 
 
+def _line_sha(line: bytes, digest: str, sig: str) -> Any:
+    """The SHA-256 (a hashlib object) of the record on a canonical line,
+    read off the line: the line without its top-level ``"hash"`` and
+    ``"sig"`` members is the hash input. With one ``"hash"`` key and one
+    ``"sig"`` key on the whole line, those are the top-level members; each is
+    its key, the value (``digest`` and ``sig`` as parsed: a digest that
+    needed escaping fails any comparison with a hexdigest) and ``",`` since
+    ``kind`` sorts after ``hash`` and ``ts`` after ``sig``. None when a key
+    is not unique or a member is not where it should be; the caller then
+    hashes the record (or takes the strict path)."""
+    if line.count(b'"hash":"') != 1 or line.count(b'"sig":"') != 1:
+        return None
+    hash_at = line.find(b'"hash":"')
+    hash_end = hash_at + 10 + len(digest)
+    sig_at = line.find(b'"sig":"', hash_end)
+    sig_end = sig_at + 9 + len(sig)
+    if sig_at < 0 or line[hash_end - 2 : hash_end] != b'",':
+        return None
+    if line[sig_end - 2 : sig_end] != b'",':
+        return None
+    sha = hashlib.sha256(line[:hash_at])
+    sha.update(line[hash_end:sig_at])
+    sha.update(line[sig_end:])
+    return sha
+
+
 def _line_hash(line: bytes, digest: str, sig: str) -> str | None:
-    """content_hash of the record on a canonical line, read off the line: the
-    line without its ``"hash"`` and ``"sig"`` members is the hash input. Both
-    members are followed by a comma (``kind`` sorts after ``hash``, ``ts``
-    after ``sig``). None when either member's text is not unique on the
-    line; the caller then hashes the record."""
-    hash_member = b'"hash":"' + digest.encode() + b'",'
-    sig_member = b'"sig":"' + sig.encode() + b'",'
-    around_hash = line.split(hash_member)
-    if len(around_hash) != 2 or sig_member in around_hash[0]:
-        return None
-    before, after = around_hash
-    around_sig = after.split(sig_member)  # "sig" sorts after "hash"
-    if len(around_sig) != 2:
-        return None
-    return hashlib.sha256(before + around_sig[0] + around_sig[1]).hexdigest()
+    """content_hash of the record on a canonical line (see _line_sha)."""
+    sha = _line_sha(line, digest, sig)
+    return None if sha is None else str(sha.hexdigest())
 
 
 @attrs.frozen
@@ -204,7 +207,7 @@ class ChainVerifier:
             if end != len(text) or type(record) is not dict:
                 return None
             # canonical.dumps, which for ASCII output is exactly this call
-            if orjson.dumps(record, default=_number_fragment, option=_DUMPS_OPTS) != line:
+            if orjson.dumps(record, default=canonical.number_fragment, option=_DUMPS_OPTS) != line:
                 return None
             seq = record["seq"]
             digest = record["hash"]
@@ -223,27 +226,9 @@ class ChainVerifier:
                 or seq == 1
             ):
                 return None
-            # The hash input is the line less its "hash" and "sig" members
-            # (see _line_hash). With one "hash" key and one "sig" key on the
-            # whole line, those are the top-level members; each is its key,
-            # the value (digest and sig as parsed: a line whose digest needed
-            # escaping fails the hexdigest comparison below) and '",' since
-            # "kind" sorts after "hash" and "ts" after "sig".
-            if line.count(b'"hash":"') != 1 or line.count(b'"sig":"') != 1:
-                return None
-            hash_at = line.find(b'"hash":"')
-            hash_end = hash_at + 10 + len(digest)
-            sig_at = line.find(b'"sig":"', hash_end)
-            sig_end = sig_at + 9 + len(sig)
-            if sig_at < 0 or line[hash_end - 2 : hash_end] != b'",':
-                return None
-            if line[sig_end - 2 : sig_end] != b'",':
-                return None
-            sha = hashlib.sha256(line[:hash_at])
-            sha.update(line[hash_end:sig_at])
-            sha.update(line[sig_end:])
+            sha = _line_sha(line, digest, sig)
             # A hexdigest is 64 lowercase hex, so digest is well formed too.
-            if sha.hexdigest() != digest:
+            if sha is None or sha.hexdigest() != digest:
                 return None
             signature = bytes.fromhex(sig)
             if len(signature) != 64 or signature.hex() != sig:  # [0-9a-f]{128}
