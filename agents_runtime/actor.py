@@ -6,7 +6,8 @@ lock, and agents never wait for each other.
 Group commit: the actor takes every command waiting in its mailbox, runs them
 in order (each one's records sealed and applied at once, so the next command
 sees them), writes all their records with one write and one fsync, and only
-then answers every caller.
+then answers every caller. The clock is read once a batch: every record of
+a batch carries the same ts, the moment the actor started on it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from agents_runtime.errors import (
 )
 from agents_runtime.keys import Signer
 from agents_runtime.logfile import LogFile
+from agents_runtime.mailbox import Mailbox
 from agents_runtime.record import Head, seal, timestamp_micros
 from agents_runtime.replay import load_log
 from agents_runtime.state import AgentState, action_number, apply, note_ts, parse_ts
@@ -223,9 +225,7 @@ class AgentActor:
         self.committer = committer
         self.public_key = public_key
         self.clock = clock
-        self.mailbox: asyncio.Queue[tuple[Any, asyncio.Future[Any] | None]] = asyncio.Queue(
-            MAILBOX_SIZE
-        )
+        self.mailbox: Mailbox[tuple[Any, asyncio.Future[Any] | None]] = Mailbox(MAILBOX_SIZE)
         self.stopping = False
         self.fenced: str | None = None
         self._buffer: list[bytes] = []
@@ -268,7 +268,7 @@ class AgentActor:
 
     # -- commands ------------------------------------------------------------
 
-    def _handle(self, command: Any) -> Any:
+    def _handle(self, command: Any, now: float) -> Any:
         kind = type(command)
         handler = HANDLERS.get(kind)
         if handler is None:
@@ -282,11 +282,11 @@ class AgentActor:
                 if kind is c.RequestAction and command.idempotency_key is not None:
                     # A retry of a request already decided is answered from
                     # the log, which needs no key; anything else would write.
-                    return handler(self.state, _refuse_write, command, self._tick())
+                    return handler(self.state, _refuse_write, command, now)
                 raise ReadOnly(READ_ONLY)
             if self.fenced is not None:
                 raise AgentUnavailable(self.fenced)
-        return handler(self.state, self._emit, command, self._tick())
+        return handler(self.state, self._emit, command, now)
 
     @property
     def state_path(self) -> Path:
@@ -319,10 +319,7 @@ class AgentActor:
         try:
             await self._finish_interrupted()
             while True:
-                item = await self.mailbox.get()
-                batch = [item]
-                while len(batch) < MAX_BATCH and not self.mailbox.empty():
-                    batch.append(self.mailbox.get_nowait())
+                batch = await self.mailbox.take(MAX_BATCH)
                 try:
                     if await self._run_batch(batch):
                         break
@@ -373,13 +370,16 @@ class AgentActor:
     async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
         replies: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         stop = False
+        # One clock reading a batch: its records are committed together, and
+        # formatting a ts per command cost ~3 us of the actor's ~20.
+        now = self._tick()
         for command, future in batch:
             if isinstance(command, _Stop):
                 stop = True
                 continue
             assert future is not None
             try:
-                replies.append((future, self._handle(command), None))
+                replies.append((future, self._handle(command, now), None))
             except AgentError as exc:
                 replies.append((future, None, exc))
             except Exception as exc:
@@ -432,8 +432,7 @@ class AgentActor:
 
     def _fail_waiting(self, error: AgentError) -> None:
         self.stopping = True
-        while not self.mailbox.empty():
-            _, future = self.mailbox.get_nowait()
+        for _, future in self.mailbox.take_nowait():
             if future is not None and not future.done():
                 future.set_exception(error)
         for waiting in self._watchers.values():

@@ -332,6 +332,25 @@ async def test_timestamps_never_go_backwards_when_the_clock_does(tmp_path: Path)
         assert stamps[-1] == stamps[-3]
 
 
+class TickingClock(FakeClock):
+    """A clock that moves a millisecond every time it is read."""
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+async def test_every_record_of_one_batch_carries_the_same_ts(tmp_path: Path) -> None:
+    async with running_agent(tmp_path, policy(budget=1000), clock=TickingClock()) as agent:
+        before = len(agent.records())
+        await asyncio.gather(*(agent.ask(c.RequestAction("read")) for _ in range(5)))
+        batch = agent.records()[before:]
+        assert len(batch) == 10
+        assert len({r["ts"] for r in batch}) == 1
+        await agent.ask(c.RequestAction("read"))
+        assert agent.records()[-1]["ts"] > batch[-1]["ts"]
+
+
 async def test_a_read_only_key_ring_serves_reads_and_refuses_writes(tmp_path: Path) -> None:
     async with running_agent(tmp_path) as agent:
         await agent.ask(c.RequestAction("read"))
