@@ -27,8 +27,11 @@ DENY_SCARS: dict[str, str | None] = {
 }
 
 
-@attrs.frozen
+@attrs.define(slots=True)
 class Verdict:
+    """A value, never changed once made; not frozen for the reason given at
+    ``record.Head``: one is made for every request."""
+
     decision: str  # "allowed", "denied" or "pending_approval"
     charge: Decimal
     reason: dict[str, Any] | None = None
@@ -41,7 +44,9 @@ class Verdict:
 def charge_for(rule: ToolRule | None, requested_cost: Decimal | None) -> Decimal:
     """The larger of the request's cost (default 0) and the rule's minimum."""
     requested = requested_cost if requested_cost is not None else ZERO
-    return max(requested, rule.cost) if rule is not None else requested
+    if rule is None or requested >= rule.cost:
+        return requested
+    return rule.cost
 
 
 def decide(

@@ -22,7 +22,6 @@ from agents_runtime.validation import error_messages
 
 PositiveNumber = NewType("PositiveNumber", Decimal)
 PositiveInt = NewType("PositiveInt", int)
-ToolName = NewType("ToolName", str)
 
 MAX_TOOL_NAME = 128
 
@@ -44,12 +43,12 @@ class RateLimit:
 class Policy:
     budget: Money
     scar_limit: PositiveNumber
-    tools: dict[ToolName, ToolRule]
+    tools: dict[str, ToolRule]  # names checked by _tool_name
     default: ToolRule | None = None
     rate_limit: RateLimit | None = None
 
     def rule_for(self, tool: str) -> ToolRule | None:
-        rule = self.tools.get(ToolName(tool))
+        rule = self.tools.get(tool)
         return rule if rule is not None else self.default
 
 
@@ -79,16 +78,16 @@ def _bool(value: Any, _: Any) -> bool:
     raise ValueError("must be true or false")
 
 
-def _tool_name(value: Any, _: Any) -> ToolName:
+def _tool_name(value: Any, _: Any) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_TOOL_NAME:
         raise ValueError(f"tool names must be 1 to {MAX_TOOL_NAME} characters")
-    return ToolName(value)
+    return value
 
 
-def _tools(value: Any, _: Any) -> dict[ToolName, ToolRule]:
+def _tools(value: Any, _: Any) -> dict[str, ToolRule]:
     if not isinstance(value, dict):
         raise ValueError("must be an object")
-    result: dict[ToolName, ToolRule] = {}
+    result: dict[str, ToolRule] = {}
     errors: list[Exception] = []
     for name, rule in value.items():
         try:
@@ -112,7 +111,7 @@ _converter.register_structure_hook(Money, lambda v, _: to_money(v))
 _converter.register_structure_hook(PositiveNumber, lambda v, _: PositiveNumber(positive(v)))
 _converter.register_structure_hook(PositiveInt, _positive_int)
 _converter.register_structure_hook(bool, _bool)
-_converter.register_structure_hook_func(lambda t: t == dict[ToolName, ToolRule], _tools)
+_converter.register_structure_hook_func(lambda t: t == dict[str, ToolRule], _tools)
 for _cls in (ToolRule, RateLimit, Policy):
     _hook = _converter.gen_structure_attrs_fromdict(_cls)
     _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_rule_dict(v), t))

@@ -25,9 +25,13 @@ ZERO_HASH = "0" * 64
 SEALED_FIELDS = frozenset({"hash", "sig"})
 
 
-@attrs.frozen
+@attrs.define(slots=True)
 class Head:
-    """The last record of a log: its seq and hash. An empty log has seq -1."""
+    """The last record of a log: its seq and hash. An empty log has seq -1.
+
+    A value: never changed once made. Not ``attrs.frozen``, whose ``__init__``
+    sets each field through ``object.__setattr__`` and costs twice as much; a
+    Head is made for every record folded, live and at startup."""
 
     seq: int
     hash: str

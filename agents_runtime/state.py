@@ -102,6 +102,8 @@ class AgentState:
     last_ts: str = ""
     last_record: dict[str, Any] | None = None  # the newest record (agent.finish_interrupted)
     spent: Decimal = ZERO
+    # budget - spent, kept by the fold: every request reads it several times.
+    remaining: Decimal = ZERO
     scars: list[Scar] = attrs.field(factory=list)
     scar_score: int = 0
     # Action n (act-n) is at index n - 1: the seq of its action_requested
@@ -115,6 +117,9 @@ class AgentState:
     # The ts of every action_allowed, in order (ts never goes backwards): the
     # rate check counts its tail by bisection, under any policy.
     allowed_times: array[float] = attrs.field(factory=lambda: array("d"))
+    # The ID the next action_requested must carry, made once: the request
+    # and its fold both read it.
+    next_action_id: str = "act-1"
     actions_allowed: int = 0
     actions_denied: int = 0
     alive: bool = True
@@ -128,16 +133,8 @@ class AgentState:
         return self.policy.budget if self.policy is not None else ZERO
 
     @property
-    def remaining(self) -> Decimal:
-        return self.budget - self.spent
-
-    @property
     def action_count(self) -> int:
         return len(self.action_seqs)
-
-    @property
-    def next_action_id(self) -> str:
-        return f"act-{len(self.action_seqs) + 1}"
 
 
 def action_number(state: AgentState, action_id: str) -> int | None:
@@ -203,15 +200,16 @@ def _policy(state: AgentState, r: dict[str, Any]) -> None:
     from agents_runtime.checks import charge_for  # checks imports this module
 
     policy = state.policy = parse_policy(r["policy"])
+    state.remaining = policy.budget - state.spent
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
         action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
 
 
 def _requested(state: AgentState, r: dict[str, Any]) -> None:
+    if r["action_id"] != state.next_action_id:
+        raise ValueError(f"{r['action_id']} requested where {state.next_action_id} comes next")
     n = len(state.action_seqs) + 1
-    if r["action_id"] != f"act-{n}":
-        raise ValueError(f"{r['action_id']} requested where act-{n} comes next")
     seq = r["seq"]
     try:
         state.action_seqs.append(seq)
@@ -219,6 +217,7 @@ def _requested(state: AgentState, r: dict[str, Any]) -> None:
         state.action_seqs = array("q", state.action_seqs)
         state.action_seqs.append(seq)
     state.action_status.append(0)
+    state.next_action_id = f"act-{n + 1}"
     key = r.get("idempotency_key")
     if key is not None:
         state.idempotency[key] = n
@@ -298,6 +297,7 @@ def _allowed(state: AgentState, r: dict[str, Any]) -> None:
         action.note = r.get("note")
     state.action_status[n - 1] = _ALLOWED_CODE
     state.spent += cost
+    state.remaining -= cost
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
     state.allowed_times.append(parse_ts(r["ts"]))

@@ -26,6 +26,7 @@ def state_with(
 ) -> AgentState:
     state = AgentState("a", policy=policy(**policy_keys))
     state.spent = D(spent)
+    state.remaining = state.budget - state.spent  # as the fold keeps it
     state.tool_calls = dict(calls or {})
     state.allowed_times = array("d", sorted(recent or []))
     if not alive:
