@@ -61,9 +61,11 @@ class MemoryRecords:
 class FileRecords:
     """Where each record of one log file starts.
 
-    Lines added with ``written=False`` are kept in memory until
-    ``written()``: the actor folds a record before its batch reaches the
-    disk, and a later command of the same batch may read it.
+    Lines added with ``written=False`` are kept in memory, after the last
+    indexed record, until ``written()`` indexes them: the actor folds a
+    record before its batch reaches the disk, and a later command of the
+    same batch may read it. Indexing them a batch at a time keeps ``add``
+    down to one list append on the actor's path.
     """
 
     __slots__ = ("_offsets", "_unwritten", "end", "path")
@@ -71,12 +73,18 @@ class FileRecords:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._offsets = array("I")  # "q" once the file passes 4 GiB
-        self.end = 0
-        self._unwritten: dict[int, bytes] = {}
+        self.end = 0  # where the last indexed line ends
+        self._unwritten: list[bytes] = []  # the records after the indexed ones
 
     def add(self, record: dict[str, Any], line: bytes, *, written: bool = True) -> None:
         if not written:
-            self._unwritten[len(self._offsets)] = line
+            self._unwritten.append(line)
+            return
+        if self._unwritten:
+            self.written()
+        self._index(line)
+
+    def _index(self, line: bytes) -> None:
         try:
             self._offsets.append(self.end)
         except OverflowError:
@@ -85,16 +93,20 @@ class FileRecords:
         self.end += len(line)
 
     def written(self) -> None:
+        for line in self._unwritten:
+            self._index(line)
         self._unwritten.clear()
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return len(self._offsets) + len(self._unwritten)
 
     def get(self, seq: int) -> dict[str, Any]:
-        if not 0 <= seq < len(self._offsets):
+        indexed = len(self._offsets)
+        if not 0 <= seq < indexed + len(self._unwritten):
             raise LogReadError(f"{self.path.name} has no record at seq {seq}")
-        line = self._unwritten.get(seq)
-        if line is None:
+        if seq >= indexed:
+            line = self._unwritten[seq - indexed]
+        else:
             start = self._offsets[seq]
             stop = self._offsets[seq + 1] if seq + 1 < len(self._offsets) else self.end
             try:

@@ -101,8 +101,8 @@ class AgentState:
     head: Head = attrs.field(factory=Head.empty)
     last_ts: str = ""
     last_record: dict[str, Any] | None = None  # the newest record (agent.finish_interrupted)
-    spent: Decimal = ZERO
-    # budget - spent, kept by the fold: every request reads it several times.
+    # budget - spent; spent is derived from it, since every request reads
+    # remaining several times and only a status reads spent.
     remaining: Decimal = ZERO
     scars: list[Scar] = attrs.field(factory=list)
     scar_score: int = 0
@@ -131,6 +131,10 @@ class AgentState:
     @property
     def budget(self) -> Decimal:
         return self.policy.budget if self.policy is not None else ZERO
+
+    @property
+    def spent(self) -> Decimal:
+        return self.budget - self.remaining
 
     @property
     def action_count(self) -> int:
@@ -199,8 +203,9 @@ def _genesis(state: AgentState, r: dict[str, Any]) -> None:
 def _policy(state: AgentState, r: dict[str, Any]) -> None:
     from agents_runtime.checks import charge_for  # checks imports this module
 
+    spent = state.spent
     policy = state.policy = parse_policy(r["policy"])
-    state.remaining = policy.budget - state.spent
+    state.remaining = policy.budget - spent
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
         action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
@@ -290,13 +295,14 @@ def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, 
 
 def _allowed(state: AgentState, r: dict[str, Any]) -> None:
     n, action, tool = _decided(state, r)
-    cost = Decimal(r["cost"])
+    cost = r["cost"]
+    if type(cost) is not Decimal:  # an int, as a line is read back
+        cost = Decimal(cost)
     if action is not None:
         action.cost = cost
         action.approved_by = r.get("approved_by")
         action.note = r.get("note")
     state.action_status[n - 1] = _ALLOWED_CODE
-    state.spent += cost
     state.remaining -= cost
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1

@@ -25,8 +25,7 @@ def state_with(
     **policy_keys: Any,
 ) -> AgentState:
     state = AgentState("a", policy=policy(**policy_keys))
-    state.spent = D(spent)
-    state.remaining = state.budget - state.spent  # as the fold keeps it
+    state.remaining = state.budget - D(spent)  # as the fold keeps it
     state.tool_calls = dict(calls or {})
     state.allowed_times = array("d", sorted(recent or []))
     if not alive:

@@ -61,6 +61,21 @@ def test_file_records_serve_lines_not_yet_written_until_told_they_are(tmp_path: 
     assert store.get(2)["n"] == 2  # now from the file
 
 
+def test_file_records_count_and_index_lines_not_yet_written(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    lines = _lines(4)
+    path.write_bytes(b"".join(lines))
+    store = FileRecords(path)
+    store.add(canonical.loads(lines[0][:-1]), lines[0])
+    store.add(canonical.loads(lines[1][:-1]), lines[1], written=False)
+    store.add(canonical.loads(lines[2][:-1]), lines[2], written=False)
+    assert len(store) == 3
+    store.add(canonical.loads(lines[3][:-1]), lines[3])  # indexed after the two before it
+    assert len(store) == 4
+    assert store.end == len(b"".join(lines))
+    assert [store.get(seq)["n"] for seq in range(4)] == [0, 1, 2, 3]
+
+
 @pytest.mark.parametrize("seq", [-1, 3, 10**9])
 def test_file_records_refuse_a_seq_the_log_does_not_have(tmp_path: Path, seq: int) -> None:
     _, store = _written(tmp_path / "a.jsonl", 3)
