@@ -35,14 +35,18 @@ class Mailbox(Generic[T]):
     def full(self) -> bool:
         return len(self._items) >= self.size
 
-    def put_nowait(self, item: T) -> None:
-        """Add ``item``; the caller has checked that the mailbox is not full."""
-        self._items.append(item)
+    def offer(self, item: T) -> bool:
+        """Add ``item`` if there is room now; False if the mailbox is full."""
+        items = self._items
+        if len(items) >= self.size:
+            return False
+        items.append(item)
         reader = self._reader
         if reader is not None:
             self._reader = None
             if not reader.done():
                 reader.set_result(None)
+        return True
 
     async def put(self, item: T) -> None:
         """Add ``item`` once there is room, in the order the senders came."""
@@ -59,7 +63,7 @@ class Mailbox(Generic[T]):
                 raise
             if not self.full():
                 break
-        self.put_nowait(item)
+        self.offer(item)
         if not self.full():
             self._wake_putters()
 

@@ -23,7 +23,7 @@ def test_a_mailbox_holds_at_least_one_item() -> None:
 async def test_take_returns_what_is_waiting_oldest_first() -> None:
     box: Mailbox[int] = Mailbox(8)
     for n in range(5):
-        box.put_nowait(n)
+        box.offer(n)
     assert await box.take(10) == [0, 1, 2, 3, 4]
     assert len(box) == 0
 
@@ -31,7 +31,7 @@ async def test_take_returns_what_is_waiting_oldest_first() -> None:
 async def test_take_takes_at_most_most_and_leaves_the_rest_in_order() -> None:
     box: Mailbox[int] = Mailbox(8)
     for n in range(5):
-        box.put_nowait(n)
+        box.offer(n)
     assert await box.take(2) == [0, 1]
     assert await box.take(2) == [2, 3]
     assert await box.take(2) == [4]
@@ -42,8 +42,8 @@ async def test_take_waits_for_the_first_item() -> None:
     reader = asyncio.ensure_future(box.take(10))
     await _settle()
     assert not reader.done()
-    box.put_nowait("a")
-    box.put_nowait("b")
+    box.offer("a")
+    box.offer("b")
     assert await reader == ["a", "b"]
 
 
@@ -53,22 +53,24 @@ async def test_a_cancelled_reader_leaves_the_mailbox_usable() -> None:
     await _settle()
     reader.cancel()
     await _settle()
-    box.put_nowait("a")
+    box.offer("a")
     assert await box.take(10) == ["a"]
 
 
-async def test_full_reports_the_bound() -> None:
+async def test_offer_adds_only_while_there_is_room() -> None:
     box: Mailbox[int] = Mailbox(2)
-    box.put_nowait(1)
+    assert box.offer(1)
     assert not box.full()
-    box.put_nowait(2)
+    assert box.offer(2)
     assert box.full()
+    assert not box.offer(3)
+    assert await box.take(10) == [1, 2]
 
 
 async def test_put_waits_while_full_and_senders_keep_their_order() -> None:
     box: Mailbox[int] = Mailbox(2)
-    box.put_nowait(0)
-    box.put_nowait(1)
+    box.offer(0)
+    box.offer(1)
     senders = [asyncio.ensure_future(box.put(n)) for n in (2, 3, 4)]
     await _settle()
     assert not any(s.done() for s in senders)
@@ -85,7 +87,7 @@ async def test_put_waits_while_full_and_senders_keep_their_order() -> None:
 
 async def test_a_cancelled_sender_passes_its_turn_on() -> None:
     box: Mailbox[int] = Mailbox(1)
-    box.put_nowait(0)
+    box.offer(0)
     first = asyncio.ensure_future(box.put(1))
     second = asyncio.ensure_future(box.put(2))
     await _settle()
@@ -99,7 +101,7 @@ async def test_a_cancelled_sender_passes_its_turn_on() -> None:
 
 async def test_a_sender_cancelled_after_its_wake_up_passes_the_room_on() -> None:
     box: Mailbox[int] = Mailbox(1)
-    box.put_nowait(0)
+    box.offer(0)
     first = asyncio.ensure_future(box.put(1))
     second = asyncio.ensure_future(box.put(2))
     await _settle()
@@ -113,7 +115,7 @@ async def test_a_sender_cancelled_after_its_wake_up_passes_the_room_on() -> None
 
 async def test_take_nowait_empties_the_mailbox_and_wakes_senders() -> None:
     box: Mailbox[int] = Mailbox(1)
-    box.put_nowait(0)
+    box.offer(0)
     sender = asyncio.ensure_future(box.put(1))
     await _settle()
     assert box.take_nowait() == [0]
