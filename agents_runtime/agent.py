@@ -92,7 +92,7 @@ def _terminate_if_due(state: AgentState, emit: Emit, *, fatal: bool = False) -> 
 
 def _terminate_if_exhausted(state: AgentState, emit: Emit, charge: Decimal) -> None:
     # Only a positive charge that brings remaining to exactly 0 terminates.
-    if charge > ZERO and state.remaining == ZERO and state.alive:
+    if state.remaining == ZERO and charge > ZERO and state.alive:
         emit({"kind": "terminated", "reason": "budget_exhausted", "by": SYSTEM})
 
 
