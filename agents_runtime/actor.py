@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +185,7 @@ _STOP = _Stop()
 
 
 class AgentRef:
-    """The handle routes hold. ``ask`` sends a command and awaits the reply."""
+    """The handle routes hold. ``await ref.ask(command)`` gives the reply."""
 
     __slots__ = ("_actor", "agent_id")
 
@@ -193,14 +193,27 @@ class AgentRef:
         self._actor = actor
         self.agent_id = actor.state.agent_id
 
-    async def ask(self, command: c.Command) -> Any:
+    def ask(self, command: c.Command) -> Awaitable[Any]:
+        """Send ``command`` now and return the future of its reply (as
+        pykka's ``ask`` does). A plain function, not a coroutine: one
+        coroutine less per command, ~2 % of the actor path's instructions."""
         actor = self._actor
         if actor.stopping or (actor.task is not None and actor.task.done()):
             raise ShuttingDown("guardd is shutting down")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if not actor.mailbox.offer((command, future)):
-            await actor.mailbox.put((command, future))
-        return await future
+        item = (command, future)
+        if actor.mailbox.offer(item):
+            return future
+        return _when_room(actor.mailbox, item, future)
+
+
+async def _when_room(
+    mailbox: Mailbox[tuple[Any, asyncio.Future[Any] | None]],
+    item: tuple[Any, asyncio.Future[Any]],
+    future: asyncio.Future[Any],
+) -> Any:
+    await mailbox.put(item)
+    return await future
 
 
 class AgentActor:

@@ -96,7 +96,10 @@ class AgentMachine(RuleBasedStateMachine):
         return registry
 
     def ask(self, command: Any) -> Any:
-        return self.run(self.registry.ref(AGENT).ask(command))
+        async def send() -> Any:  # ask sends at once, so on the running loop
+            return await self.registry.ref(AGENT).ask(command)
+
+        return self.run(send())
 
     def try_ask(self, command: Any) -> Any:
         try:
