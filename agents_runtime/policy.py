@@ -48,8 +48,7 @@ class Policy:
     rate_limit: RateLimit | None = None
 
     def rule_for(self, tool: str) -> ToolRule | None:
-        rule = self.tools.get(tool)
-        return rule if rule is not None else self.default
+        return self.tools.get(tool, self.default)
 
 
 def _strict_int(value: Any, _: Any) -> int:
