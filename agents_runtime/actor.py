@@ -240,7 +240,6 @@ class AgentActor:
         self.fenced: str | None = None
         self._buffer: list[bytes] = []
         self._ts = ""
-        self._last_ts = ("", 0.0)  # the newest ts and its value, parsed once
         self._watchers: dict[str, list[asyncio.Future[None]]] = {}
         self.task: asyncio.Task[None] | None = None
         self.ref = AgentRef(self)
@@ -261,18 +260,17 @@ class AgentActor:
         self._buffer.append(sealed.line)
 
     def _tick(self) -> float:
+        """Read the clock for a batch: set ``_ts`` and return its value."""
         now = self.clock()
         last = self.state.last_ts
         if last:
-            if last != self._last_ts[0]:
-                self._last_ts = (last, parse_ts(last))
-            if now <= self._last_ts[1]:  # ts never goes backwards
-                self._ts, now = self._last_ts
-                return now
+            then = parse_ts(last)  # at most one parse a batch
+            if now <= then:  # ts never goes backwards
+                self._ts = last
+                return then
         micros = round(now * 1_000_000)
         self._ts = timestamp_micros(micros)
         now = micros / 1_000_000  # == parse_ts(self._ts), as the fold reads it
-        self._last_ts = (self._ts, now)
         note_ts(self._ts, now)
         return now
 
