@@ -196,7 +196,7 @@ class AgentRef:
     def ask(self, command: c.Command) -> Awaitable[Any]:
         """Send ``command`` now and return the future of its reply (as
         pykka's ``ask`` does). A plain function, not a coroutine: one
-        coroutine less per command, ~2 % of the actor path's instructions."""
+        coroutine less per command, ~1 % of the actor path's instructions."""
         actor = self._actor
         if actor.stopping or (actor.task is not None and actor.task.done()):
             raise ShuttingDown("guardd is shutting down")
