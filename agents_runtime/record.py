@@ -67,7 +67,7 @@ def timestamp(now: datetime) -> str:
 
 def timestamp_micros(micros: int) -> str:
     """``timestamp`` of the moment ``micros`` microseconds after the epoch;
-    the text of one second is made once, since every command needs a ts."""
+    the text of one second is made once, since every batch needs a ts."""
     global _second
     second, fraction = divmod(micros, 1_000_000)
     last = _second

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from agents_runtime.errors import (
 from agents_runtime.keys import KeyRing, Signer
 from agents_runtime.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail
 from agents_runtime.policy import Policy, policy_json
-from agents_runtime.record import Head, genesis_fields, seal, timestamp
+from agents_runtime.record import Head, genesis_fields, seal, timestamp_micros
 from agents_runtime.recordstore import FileRecords
 from agents_runtime.replay import Loaded, load_log
 from agents_runtime.state import AgentState, apply, status_json
@@ -352,7 +351,7 @@ def _size(path: Path) -> int:
 
 
 def timestamp_now(clock: Clock) -> str:
-    return timestamp(datetime.fromtimestamp(clock(), UTC))
+    return timestamp_micros(round(clock() * 1_000_000))  # as the actor makes its ts
 
 
 def quarantine_message(failure: Failure) -> str:

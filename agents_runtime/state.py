@@ -32,7 +32,7 @@ COMPLETED = "completed"
 def parse_ts(ts: str) -> float:
     """Seconds since the epoch of a record's ``ts``."""
     global _parsed
-    # The records of one command share their ts: parse it once.
+    # The records of one batch share their ts: parse it once.
     last = _parsed
     if ts == last[0]:
         return last[1]
