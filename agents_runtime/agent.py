@@ -243,7 +243,10 @@ def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: flo
 def scar(state: AgentState, emit: Emit, cmd: c.AddScar, now: float) -> Any:
     if cmd.action_id is not None:
         _action(state, cmd.action_id)
-    add_scar(state, emit, cmd.severity, cmd.reason, cmd.action_id, OPERATOR)
+    # Without a name the record keeps the word it always had, so logs written
+    # before operators could sign their scars read (and replay) the same.
+    by = OPERATOR if cmd.by is None else cmd.by
+    add_scar(state, emit, cmd.severity, cmd.reason, cmd.action_id, by)
     return status_json(state)
 
 

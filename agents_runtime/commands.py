@@ -72,6 +72,7 @@ class AddScar:
     severity: str
     reason: str
     action_id: str | None = None
+    by: str | None = None  # the operator who adds it; None writes "operator"
 
 
 @attrs.frozen

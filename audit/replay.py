@@ -31,7 +31,7 @@ import attrs
 
 from agents_runtime import canonical
 from agents_runtime import commands as c
-from agents_runtime.agent import HANDLERS, OPERATOR
+from agents_runtime.agent import HANDLERS, SYSTEM
 from agents_runtime.errors import AgentError, PolicyError
 from agents_runtime.policy import parse_policy
 from agents_runtime.record import SEALED_FIELDS, ZERO_HASH
@@ -163,8 +163,9 @@ def command_for(record: dict[str, Any]) -> c.Command | str:
         return c.Reject(record["action_id"], record["by"], record["reason"], record["scar"])
     if kind == "outcome":
         return c.ReportOutcome(record["action_id"], record["outcome"], record["by"], get("detail"))
-    if kind == "scar" and get("by") == OPERATOR:
-        return c.AddScar(record["severity"], record["reason"], get("action_id"))
+    if kind == "scar" and isinstance(get("by"), str) and get("by") != SYSTEM:
+        # An operator's scar: ``by`` is the name given, or "operator" when none was.
+        return c.AddScar(record["severity"], record["reason"], get("action_id"), record["by"])
     if kind == "terminated":
         return c.Terminate(record["reason"], record["by"])
     if kind == "policy":
@@ -183,14 +184,17 @@ def _continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
     same_action = record.get("action_id") == previous.get("action_id")
     if kind in ("approval_required", "action_allowed", "action_denied"):
         return before == "action_requested" and same_action and record.get("by") is None
+    if kind == "scar" and same_action:
+        # A denial's and an outcome's scars are the service's own; a rejection's
+        # only when it chose one. Any other scar is an operator's, even one
+        # signed by the approver who just rejected that action.
+        if before in ("action_denied", "outcome"):
+            return record.get("by") == SYSTEM
+        return before == "action_rejected" and previous.get("scar") is not None
     if kind == "scar":
-        return (
-            before in ("action_denied", "action_rejected", "outcome")
-            and same_action
-            and record.get("by") != OPERATOR
-        )
+        return False
     if kind == "terminated":
-        return record.get("by") == "system" and before in ("scar", "action_allowed", "policy")
+        return record.get("by") == SYSTEM and before in ("scar", "action_allowed", "policy")
     return False
 
 

@@ -225,7 +225,8 @@ def create_app(guard: Guard) -> Quart:
     async def add_scar(agent_id: str) -> Response:
         _, ref = agent(agent_id, admin_only=True)
         body = bodies.parse_body(await read_json(), bodies.ScarBody)
-        return json_response(await ref.ask(c.AddScar(body.severity, body.reason, body.action_id)))
+        command = c.AddScar(body.severity, body.reason, body.action_id, body.by)
+        return json_response(await ref.ask(command))
 
     @app.post("/v1/agents/<agent_id>/terminate")
     async def terminate(agent_id: str) -> Response:

@@ -67,6 +67,7 @@ class ScarBody:
     severity: Severity
     reason: Text
     action_id: str | None = None
+    by: Operator | None = None  # the operator; absent: the record says "operator"
 
 
 @attrs.frozen

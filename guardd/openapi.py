@@ -433,6 +433,14 @@ def _body_schemas() -> dict[str, Schema]:
                 "action_id": _nullable(
                     {"type": "string", "description": "Must name an existing action."}
                 ),
+                "by": _nullable(
+                    name
+                    | {
+                        "not": {"const": "system"},
+                        "description": "The operator, logged as the scar record's `by` "
+                        '(`operator` when absent); "system" is reserved for the service.',
+                    }
+                ),
             },
             required=["severity", "reason"],
         ),

@@ -159,6 +159,24 @@ def test_replay_reports_the_worked_example_as_cut_short(
     )
 
 
+async def test_operator_scars_signed_with_a_name_replay_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def script(agent: Harness) -> None:
+        await agent.ask(c.RequestAction("send"))  # act-1 held
+        await agent.ask(c.Reject("act-1", "bob", "no"))  # no scar chosen
+        # the same approver scars the action afterwards: a command of its own,
+        # not a scar the rejection should have written
+        await agent.ask(c.AddScar("minor", "after all", "act-1", "bob"))
+        await agent.ask(c.AddScar("moderate", "on the whole", None, "carol"))
+
+    log = await write_log(tmp_path / "data", script)
+    assert [r.get("by") for r in read(log) if r["kind"] == "scar"] == ["bob", "carol"]
+    status, out = replay(log, capsys)
+    assert status == 0, out
+    assert "4 commands re-run" in out
+
+
 # -- forged logs that verify ---------------------------------------------------------
 
 

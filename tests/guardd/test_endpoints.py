@@ -264,6 +264,35 @@ def test_scar_endpoint_adds_a_scar_and_returns_status(api: Api) -> None:
     assert status["scars"][1] == {"seq": scar_seq + 1, "severity": "minor", "reason": "meh"}
 
 
+def test_scar_by_names_the_operator_in_the_signed_scar_record(api: Api) -> None:
+    agent = api.create()
+    ok(agent.act("search"))
+    scar = {"severity": "minor", "reason": "sloppy", "action_id": "act-1"}
+    ok(api.admin.post(f"{agent.path}/scars", json=scar | {"by": "carol"}))
+    ok(api.admin.post(f"{agent.path}/scars", json={"severity": "minor", "reason": "meh"}))
+    records = api.records(agent)
+    named, unnamed = records[-2], records[-1]
+    # the name is part of what is signed: the chain verifies with it in place
+    iv.verify_records(records, public_key_hex=api.server.public_key, log_id=agent.agent_id)
+    assert {k: named[k] for k in ("kind", "by", "severity", "action_id")} == {
+        "kind": "scar",
+        "by": "carol",
+        "severity": "minor",
+        "action_id": "act-1",
+    }
+    # without a name the record is what it always was
+    assert unnamed["by"] == "operator"
+    assert set(unnamed) == {"seq", "ts", "prev", "hash", "sig", "kind", "severity", "reason", "by"}
+
+
+def test_scar_by_system_is_refused(api: Api) -> None:
+    agent = api.create()
+    body = {"severity": "minor", "reason": "r", "by": "system"}
+    error = assert_error(api.admin.post(f"{agent.path}/scars", json=body), 400, "bad_request")
+    assert error["error"].startswith("$.by")
+    assert api.status(agent)["scars"] == []
+
+
 def test_terminate_returns_status_with_the_operator_reason(api: Api) -> None:
     agent = api.create()
     status = ok(
