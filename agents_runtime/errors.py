@@ -8,6 +8,7 @@ The tree::
     ├── RequestError (ValueError)          a command argument that is out of range or malformed
     ├── VerificationError                  a log record that fails verification (carries a Failure)
     ├── KeyFileError                       a key file that is missing, malformed or too open
+    ├── DataDirError                       the data dir is not usable: not a directory, locked
     ├── LogWriteError (OSError)            a write or fsync of a log failed; the agent is fenced
     └── AgentError                         a command refused by an agent, with an API code
         ├── NotFound                       no such agent            (not_found)
@@ -49,6 +50,10 @@ class RequestError(GuardError, ValueError):
 
 
 class KeyFileError(GuardError):
+    pass
+
+
+class DataDirError(GuardError):
     pass
 
 

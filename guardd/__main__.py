@@ -8,6 +8,7 @@ import logging
 import os
 import resource
 import signal
+import socket
 import sys
 import time
 from collections.abc import Coroutine
@@ -17,12 +18,14 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 from agents_runtime.datadir import DataDir
-from agents_runtime.errors import KeyFileError
+from agents_runtime.errors import DataDirError, KeyFileError
 from agents_runtime.faults import FaultSpecError, io_for_from_env
+from agents_runtime.lock import DataDirLock
 from agents_runtime.registry import LoadSummary, Registry, quarantine_message
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
-from guardd.config import Settings, SettingsError, parse_settings
+from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
+from guardd.logs import configure_logging
 
 log = logging.getLogger("guardd")
 
@@ -43,6 +46,7 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         admin, source = settings.admin_token, "GUARD_ADMIN_TOKEN"
     elif ring.admin_token:
         admin, source = ring.admin_token, str(data_dir.keys_dir / "admin.token")
+        check_admin_token(admin, source)
     else:
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
@@ -61,8 +65,7 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
 def print_startup(
     settings: Settings, guard: Guard, summary: LoadSummary, source: str, out: TextIO
 ) -> None:
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{host}:{settings.port}"
+    url = settings.url
     lines = [
         f"guardd listening on {url}",
         f"console: {url}/",
@@ -130,10 +133,36 @@ async def collect_old_garbage(every: float = GC_FULL_EVERY) -> None:
         )
 
 
-def hypercorn_config(host: str, port: int) -> Config:
-    """The Hypercorn settings guardd serves with (bench/floor_app.py reuses them)."""
+def listen(host: str, port: int) -> socket.socket:
+    """Bind and listen on ``host:port`` now, before any agent is loaded.
+
+    Connections that arrive while the logs load wait in the kernel's listen
+    backlog and are answered once guardd serves: nothing answers early, so
+    ``/healthz`` answering means "serving". Binding first also means a port
+    already in use stops guardd before it changes anything in the data dir."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, type_, proto, _, address = infos[0]
+    sock = socket.socket(family, type_, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+        sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def hypercorn_config(host: str, port: int, sock: socket.socket | None = None) -> Config:
+    """The Hypercorn settings guardd serves with (bench/floor_app.py reuses
+    them). With ``sock`` Hypercorn serves on that listening socket, which it
+    then owns."""
     config = Config()
-    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    if sock is not None:
+        config.bind = [f"fd://{sock.detach()}"]
+    else:
+        config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     # Hypercorn's default listen backlog (100) overflows when many agents
     # connect at once; the kernel then drops their handshakes and the clients
     # see resets. The kernel caps this at net.core.somaxconn.
@@ -161,8 +190,11 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
             runner.run(main)
 
 
-async def _serve(settings: Settings, guard: Guard) -> None:
-    config = hypercorn_config(settings.host, settings.port)
+async def _serve(settings: Settings, guard: Guard, sock: socket.socket) -> None:
+    config = hypercorn_config(settings.host, settings.port, sock)
+    if settings.certfile is not None and settings.keyfile is not None:
+        config.certfile = str(settings.certfile)
+        config.keyfile = str(settings.keyfile)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -180,32 +212,66 @@ async def _serve(settings: Settings, guard: Guard) -> None:
         collector.cancel()
 
 
-def _run(coro_settings: Settings, guard: Guard) -> None:
-    run_event_loop(_serve(coro_settings, guard))
+def _run(settings: Settings, guard: Guard, sock: socket.socket) -> None:
+    run_event_loop(_serve(settings, guard, sock))
+
+
+def _address(settings: Settings) -> str:
+    return (
+        f"[{settings.host}]:{settings.port}"
+        if ":" in settings.host
+        else (f"{settings.host}:{settings.port}")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    raise_open_file_limit()
+    """Start guardd. The order matters: lock the data dir, bind the port,
+    then load (torn tails moved aside, keys created), then serve. Until the
+    lock and the socket are held, nothing is changed but the data dir and
+    its lock file coming into being, so a second guardd on the same data dir
+    or port stops without touching the first one's files."""
     try:
         settings = parse_settings(argv)
-        guard, summary, source = build(settings)
-    except (SettingsError, KeyFileError) as exc:
+    except SettingsError as exc:
         print(f"guardd: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"guardd: cannot use data dir {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
-        return 1
-    print_startup(settings, guard, summary, source, sys.stdout)
-    tune_gc()
+    configure_logging(settings.log_format)
+    raise_open_file_limit()
     try:
-        _run(settings, guard)
-    except OSError as exc:
-        print(f"guardd: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+        lock = DataDirLock.acquire(settings.data_dir)
+    except DataDirError as exc:
+        print(f"guardd: {exc}", file=sys.stderr)
         return 1
-    return 0
+    try:
+        try:
+            sock = listen(settings.host, settings.port)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            print(f"guardd: cannot listen on {_address(settings)}: {reason}", file=sys.stderr)
+            return 1
+        try:
+            guard, summary, source = build(settings)
+        except (SettingsError, KeyFileError, DataDirError) as exc:
+            sock.close()
+            print(f"guardd: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            sock.close()
+            where = exc.filename or settings.data_dir
+            print(f"guardd: cannot use {where}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        if not settings.loopback and not settings.tls:
+            log.warning(
+                "listening on %s without TLS: tokens cross the network in clear text; "
+                "give --certfile and --keyfile to serve HTTPS",
+                settings.host,
+            )
+        print_startup(settings, guard, summary, source, sys.stdout)
+        tune_gc()
+        _run(settings, guard, sock)
+        return 0
+    finally:
+        lock.release()
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ from agents_runtime.registry import Registry
 from agents_runtime.verify import Checkpoint, Report, verify_lines
 from guardd import bodies
 from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
-from guardd.errors import BadRequest, register_error_handlers
+from guardd.errors import BadRequest, error_response, register_error_handlers
 from guardd.jsonio import MAX_BODY, SECURITY_HEADERS, json_response, read_json
+from guardd.readiness import Readiness
 
 MAX_WAIT = 60
 LOG_LIMIT_DEFAULT = 500
@@ -75,11 +76,13 @@ def create_app(guard: Guard) -> Quart:
     app.session_interface = NoSessions()
     register_error_handlers(app)
     registry = guard.registry
+    readiness = Readiness(guard.data_dir.root, read_only=guard.ring.read_only)
 
     @app.while_serving
     async def _actors() -> AsyncGenerator[None, None]:
         await registry.start()
         yield
+        readiness.stopping = True
         await registry.stop()
 
     @app.after_request
@@ -115,6 +118,13 @@ def create_app(guard: Guard) -> Quart:
 
     @app.get("/healthz")
     async def healthz() -> Response:
+        return json_response({"ok": True})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        reason = await readiness.reason()
+        if reason is not None:
+            return error_response("unavailable", f"not ready: {reason}")
         return json_response({"ok": True})
 
     @app.get("/v1/public-key")

@@ -1,9 +1,10 @@
 """Server settings: command-line flags, then GUARD_* environment variables,
-then defaults."""
+then defaults. ``guardd --help`` lists each with its default and variable."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,6 +14,10 @@ import attrs
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9200
 DEFAULT_DATA_DIR = "guard-data"
+LOG_FORMATS = ("text", "json")
+# An admin token approves, rejects and terminates; one this short could be
+# guessed. guardd's own (keys/admin.token) is 43 characters.
+MIN_ADMIN_TOKEN = 32
 
 
 @attrs.frozen
@@ -21,25 +26,167 @@ class Settings:
     port: int
     data_dir: Path
     admin_token: str | None  # GUARD_ADMIN_TOKEN, which wins over keys/admin.token
+    certfile: Path | None = None
+    keyfile: Path | None = None
+    log_format: str = "text"
+    metrics: bool = True  # --no-metrics, GUARD_METRICS=off
+    metrics_listen: tuple[str, int] | None = None  # --metrics-listen HOST:PORT
+
+    @property
+    def tls(self) -> bool:
+        return self.certfile is not None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
 
 
 class SettingsError(ValueError):
     pass
 
 
-def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) -> Settings:
-    parser = argparse.ArgumentParser(
-        prog="guardd", description="Agent Action Guard: the decision service."
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: assume it reaches beyond this machine
+
+
+def _option(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    env: Mapping[str, str],
+    var: str,
+    default: str | None,
+    text: str,
+    **kwargs: object,
+) -> None:
+    shown = "none" if default is None else default
+    parser.add_argument(
+        flag,
+        default=env.get(var, default),
+        help=f"{text} (default: {shown}; environment: {var})",
+        **kwargs,  # type: ignore[arg-type]
     )
-    parser.add_argument("--host", default=env.get("GUARD_HOST", DEFAULT_HOST))
-    parser.add_argument("--port", default=env.get("GUARD_PORT", str(DEFAULT_PORT)))
-    parser.add_argument("--data-dir", default=env.get("GUARD_DATA_DIR", DEFAULT_DATA_DIR))
-    args = parser.parse_args(argv)
+
+
+def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="guardd",
+        description="Agent Action Guard: the decision service.",
+        epilog=(
+            "GUARD_ADMIN_TOKEN (environment only) sets the admin token instead of "
+            "keys/admin.token; it must be at least 32 characters."
+        ),
+    )
+    _option(parser, "--host", env, "GUARD_HOST", DEFAULT_HOST, "address to listen on")
+    _option(parser, "--port", env, "GUARD_PORT", str(DEFAULT_PORT), "port to listen on")
+    _option(
+        parser,
+        "--data-dir",
+        env,
+        "GUARD_DATA_DIR",
+        DEFAULT_DATA_DIR,
+        "directory of keys and agent logs (one guardd per data dir)",
+    )
+    _option(parser, "--certfile", env, "GUARD_CERTFILE", None, "TLS certificate (PEM): serve HTTPS")
+    _option(parser, "--keyfile", env, "GUARD_KEYFILE", None, "TLS private key (PEM) of --certfile")
+    _option(
+        parser,
+        "--log-format",
+        env,
+        "GUARD_LOG_FORMAT",
+        "text",
+        "log lines as text, or as one JSON object per line",
+        choices=LOG_FORMATS,
+    )
+    parser.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        default=_metrics_env(env.get("GUARD_METRICS")),
+        help="keep no metrics and serve no /metrics "
+        "(default: metrics on; environment: GUARD_METRICS=off)",
+    )
+    _option(
+        parser,
+        "--metrics-listen",
+        env,
+        "GUARD_METRICS_LISTEN",
+        None,
+        "HOST:PORT of a second listener that serves only /metrics, without a token "
+        "(the main port keeps /metrics for the admin token)",
+        metavar="HOST:PORT",
+    )
+    return parser
+
+
+def _metrics_env(value: str | None) -> bool:
+    # Checked in parse_settings: argparse cannot raise SettingsError for a default.
+    return value is None or value.strip().lower() != "off"
+
+
+def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) -> Settings:
+    args = build_parser(env).parse_args(argv)
     try:
         port = int(args.port)
     except ValueError:
         raise SettingsError(f"port must be a number, not {args.port!r}") from None
     if not 0 < port < 65536:
         raise SettingsError(f"port must be 1 to 65535, not {port}")
+    if args.log_format not in LOG_FORMATS:  # from the environment: argparse checked the flag
+        raise SettingsError(f"log format must be text or json, not {args.log_format!r}")
+    certfile = Path(args.certfile) if args.certfile else None
+    keyfile = Path(args.keyfile) if args.keyfile else None
+    if (certfile is None) != (keyfile is None):
+        raise SettingsError("--certfile and --keyfile go together: give both or neither")
     token = env.get("GUARD_ADMIN_TOKEN") or None
-    return Settings(args.host, port, Path(args.data_dir), token)
+    if token is not None:
+        check_admin_token(token, "GUARD_ADMIN_TOKEN")
+    metrics_env = env.get("GUARD_METRICS")
+    if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
+        raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
+    metrics_listen = listen_address(args.metrics_listen) if args.metrics_listen else None
+    if metrics_listen is not None and not args.metrics:
+        raise SettingsError("--metrics-listen serves metrics, which --no-metrics turns off")
+    return Settings(
+        args.host,
+        port,
+        Path(args.data_dir),
+        token,
+        certfile=certfile,
+        keyfile=keyfile,
+        log_format=args.log_format,
+        metrics=args.metrics,
+        metrics_listen=metrics_listen,
+    )
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9300`` for an IPv6 address) as (host, port)."""
+    host, sep, port_text = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port_text.isascii() or not port_text.isdigit():
+        raise SettingsError(f"--metrics-listen must be HOST:PORT, not {text!r}")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise SettingsError(f"--metrics-listen port must be 1 to 65535, not {port}")
+    return host, port
+
+
+def check_admin_token(token: str, source: str) -> None:
+    """Refuse an admin token short enough to guess."""
+    if len(token) < MIN_ADMIN_TOKEN:
+        raise SettingsError(
+            f"the admin token from {source} is {len(token)} characters; it must be at least "
+            f"{MIN_ADMIN_TOKEN} (make one with: python3 -c "
+            "'import secrets; print(secrets.token_urlsafe(32))')"
+        )

@@ -20,7 +20,7 @@ import logging
 import uuid
 from typing import Any
 
-from quart import Quart, Response
+from quart import Quart, Response, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
 from agents_runtime.errors import AgentError, GuardError
@@ -114,8 +114,12 @@ def register_error_handlers(app: Quart) -> None:
     @app.errorhandler(Exception)
     async def _unexpected(exc: Exception) -> Response:
         request_id = uuid.uuid4().hex[:12]
+        # One line naming the request and the cause, so that a grep for the
+        # id the client was given finds it; the traceback follows it.
+        where = f"{request.method} {request.path}" if has_request_context() else "-"
+        cause = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, GuardError):
-            log.error("request %s failed: %s", request_id, exc)
+            log.error("request %s (%s) failed: %s", request_id, where, cause)
         else:
-            log.exception("request %s failed with an unexpected error", request_id)
+            log.error("request %s (%s) failed: %s", request_id, where, cause, exc_info=exc)
         return error_response("internal", f"internal error (request id {request_id})")

@@ -595,6 +595,18 @@ def _service_paths() -> dict[str, Schema]:
                 tag="service",
             )
         },
+        "/readyz": {
+            "get": _op(
+                "Readiness: whether this node can decide now",
+                _json_response(
+                    "Ready: agents loaded, the log store takes writes.",
+                    _obj({"ok": {"const": True}}),
+                ),
+                _errors("unavailable", "internal"),
+                public=True,
+                tag="service",
+            )
+        },
         "/v1/public-key": {
             "get": _op(
                 "The Ed25519 key that signs every log",

@@ -65,16 +65,16 @@ def test_the_token_travels_only_in_the_authorization_header(console: Console) ->
 def test_a_401_while_working_forgets_the_token_and_asks_again(
     page: Page, make_server: Callable[..., GuardServer]
 ) -> None:
-    server = make_server(env={"GUARD_ADMIN_TOKEN": "first-admin-token-0123456789"})
+    server = make_server(env={"GUARD_ADMIN_TOKEN": "first-admin-token-0123456789-abcdefghij"})
     create_agent(server, "someone")
     console = Console(page, server).open_signed_in()
     expect(console.agent("someone")).to_be_visible()
 
-    server.extra_env["GUARD_ADMIN_TOKEN"] = "second-admin-token-9876543210"
+    server.extra_env["GUARD_ADMIN_TOKEN"] = "second-admin-token-9876543210-abcdefghij"
     server.restart()
 
     expect(console.testid("login")).to_be_visible()
     expect(console.testid("login-error")).to_contain_text("Enter it again.")
     assert page.evaluate("sessionStorage.length") == 0
-    console.sign_in("second-admin-token-9876543210")
+    console.sign_in("second-admin-token-9876543210-abcdefghij")
     expect(console.agent("someone")).to_be_visible()

@@ -46,7 +46,7 @@ ALL_CODES = [
     "read_only",
     "unavailable",
 ]
-PUBLIC = {"/healthz", "/v1/public-key", "/v1/openapi.json", "/", "/console/{name}"}
+PUBLIC = {"/healthz", "/readyz", "/v1/public-key", "/v1/openapi.json", "/", "/console/{name}"}
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 POLICY: dict[str, Any] = {
     "budget": 10,
@@ -273,6 +273,7 @@ def test_answers_of_the_main_flows_match_the_document(
     ):
         ck = conf.check
         ck(anonymous.get("/healthz"))
+        ck(anonymous.get("/readyz"))
         ck(anonymous.get("/v1/public-key"))
         assert ck(anonymous.get("/v1/openapi.json")) == doc
         ck(anonymous.get("/"))

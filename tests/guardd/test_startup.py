@@ -160,7 +160,7 @@ def test_startup_prints_address_console_data_dir_key_token_source_and_counts(
 
 
 def test_admin_token_from_the_environment_wins_and_is_named_as_source(tmp_path: Path) -> None:
-    token = "env-admin-token-for-tests"
+    token = "env-admin-token-for-tests-0123456789"
     server = GuardServer(tmp_path / "guard-data", env={"GUARD_ADMIN_TOKEN": token}).start()
     api = Api(server)
     try:

@@ -67,6 +67,7 @@ class Route:
 
 ROUTES = [
     Route("GET", "/healthz", PUBLIC),
+    Route("GET", "/readyz", PUBLIC),
     Route("GET", "/v1/public-key", PUBLIC),
     Route("GET", "/v1/openapi.json", PUBLIC),
     Route("GET", "/", PUBLIC),
@@ -239,7 +240,7 @@ def test_caller_on_an_agent_that_does_not_exist(
 
 def test_the_matrix_covers_every_route_of_the_app(tmp_path: Path) -> None:
     settings = parse_settings(
-        ["--data-dir", str(tmp_path / "guard-data")], env={"GUARD_ADMIN_TOKEN": "t"}
+        ["--data-dir", str(tmp_path / "guard-data")], env={"GUARD_ADMIN_TOKEN": "t" * 32}
     )
     guard, _, _ = build(settings)
     app = create_app(guard)

@@ -40,7 +40,7 @@ EXPECT: dict[str, Any] = json.loads((DATA / "expectations.json").read_text())
 VICTIM: str = EXPECT["victim"]
 OTHER: str = EXPECT["other"]
 PUBLIC_KEY: str = EXPECT["public_key"]
-ADMIN_TOKEN = "tamper-test-admin-token"
+ADMIN_TOKEN = "tamper-test-admin-token-0123456789"
 VECTORS = [pytest.param(v, id=v["file"].removesuffix(".jsonl")) for v in EXPECT["vectors"]]
 ATTACKS = [
     "content_byte_changed",
