@@ -8,7 +8,20 @@ operator decides, and reports its outcome.
 
 from client_sdk._admin import AdminClient, AsyncAdminClient
 from client_sdk._client import AsyncGuardClient, AsyncGuardDecorator, GuardClient
-from client_sdk._models import Action, CreatedAgent, Decision
+from client_sdk._models import (
+    Action,
+    AgentListEntry,
+    AgentStatus,
+    CreatedAgent,
+    Decision,
+    Head,
+    LogPage,
+    PendingAction,
+    PendingEntry,
+    Scar,
+    VerifyFailure,
+    VerifyReport,
+)
 from client_sdk._retry import Retry
 from client_sdk.errors import (
     ActionDenied,
@@ -44,6 +57,8 @@ __all__ = [
     "ActionDenied",
     "AdminClient",
     "AgentExists",
+    "AgentListEntry",
+    "AgentStatus",
     "AlreadyTerminated",
     "ApprovalTimeout",
     "AsyncAdminClient",
@@ -57,15 +72,20 @@ __all__ = [
     "GuardClient",
     "GuardError",
     "GuardSetupError",
+    "Head",
     "IdempotencyConflict",
     "InternalError",
     "InvalidResponse",
     "InvalidState",
+    "LogPage",
     "MethodNotAllowed",
     "NotFound",
+    "PendingAction",
+    "PendingEntry",
     "Quarantined",
     "ReadOnly",
     "Retry",
+    "Scar",
     "ServiceUnavailable",
     "TooLarge",
     "ToolInputError",
@@ -73,4 +93,6 @@ __all__ = [
     "Unauthorized",
     "UnexpectedActionState",
     "UnknownAction",
+    "VerifyFailure",
+    "VerifyReport",
 ]

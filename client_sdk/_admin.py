@@ -13,7 +13,16 @@ from typing import Any
 from client_sdk._config import Discovery
 from client_sdk._core import DEFAULT_LOG_LIMIT, AdminCore, Money, next_log_after
 from client_sdk._http import AsyncSender, SyncSender
-from client_sdk._models import Action, CreatedAgent, Decision
+from client_sdk._models import (
+    Action,
+    AgentListEntry,
+    AgentStatus,
+    CreatedAgent,
+    Decision,
+    LogPage,
+    PendingEntry,
+    VerifyReport,
+)
 from client_sdk._retry import Retry
 from client_sdk.errors import InvalidState
 
@@ -70,18 +79,17 @@ class AdminClient(_BaseAdminClient):
         """Create an agent; returns its status and its token."""
         return self._http.send(self._core.create_agent(agent_id, policy))
 
-    def list_agents(self) -> list[dict[str, Any]]:
-        """Every agent: ``{agent_id, state, status}``, or ``{agent_id, state, error}``
-        when quarantined."""
+    def list_agents(self) -> list[AgentListEntry]:
+        """Every agent, active (with its ``status``) or quarantined (with ``error``)."""
         return self._http.send(self._core.list_agents())
 
     def reissue_token(self, agent_id: str) -> str:
         return self._http.send(self._core.reissue_token(agent_id))
 
-    def agent_status(self, agent_id: str) -> dict[str, Any]:
+    def agent_status(self, agent_id: str) -> AgentStatus:
         return self._http.send(self._core.agent(agent_id).status())
 
-    def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> dict[str, Any]:
+    def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> AgentStatus:
         """Replace a live agent's policy (``PUT .../policy``); returns the agent status."""
         return self._http.send(self._core.set_policy(agent_id, policy))
 
@@ -101,7 +109,7 @@ class AdminClient(_BaseAdminClient):
 
     def report_outcome(
         self, agent_id: str, action_id: str, status: str, detail: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AgentStatus:
         """Report ``success``, ``failure`` or ``harmful``; returns the agent status."""
         try:
             return self._http.send(
@@ -112,8 +120,8 @@ class AdminClient(_BaseAdminClient):
                 raise
             return self.agent_status(agent_id)
 
-    def list_pending(self, agent_id: str) -> list[dict[str, Any]]:
-        """Actions waiting for approval: ``{requested_at, seq, action}``."""
+    def list_pending(self, agent_id: str) -> list[PendingEntry]:
+        """Actions waiting for approval, oldest first."""
         return self._http.send(self._core.list_pending(agent_id))
 
     def approve(
@@ -134,17 +142,22 @@ class AdminClient(_BaseAdminClient):
         return self._http.send(self._core.reject(agent_id, action_id, approver, reason, scar))
 
     def add_scar(
-        self, agent_id: str, *, severity: str, reason: str, action_id: str | None = None
-    ) -> dict[str, Any]:
-        return self._http.send(self._core.add_scar(agent_id, severity, reason, action_id))
+        self,
+        agent_id: str,
+        *,
+        severity: str,
+        reason: str,
+        action_id: str | None = None,
+        by: str | None = None,
+    ) -> AgentStatus:
+        """Scar the agent; ``by`` (the operator) is logged in the ``scar`` record."""
+        return self._http.send(self._core.add_scar(agent_id, severity, reason, action_id, by))
 
-    def terminate(self, agent_id: str, *, reason: str, by: str) -> dict[str, Any]:
+    def terminate(self, agent_id: str, *, reason: str, by: str) -> AgentStatus:
         return self._http.send(self._core.terminate(agent_id, reason, by))
 
-    def log_page(
-        self, agent_id: str, after: int = -1, limit: int = DEFAULT_LOG_LIMIT
-    ) -> dict[str, Any]:
-        """One page: ``{records, head}``, records with ``seq`` > ``after``."""
+    def log_page(self, agent_id: str, after: int = -1, limit: int = DEFAULT_LOG_LIMIT) -> LogPage:
+        """One page: ``records`` with ``seq`` > ``after`` (at most ``limit``) and ``head``."""
         return self._http.send(self._core.log_page(agent_id, after, limit))
 
     def log(
@@ -160,11 +173,11 @@ class AdminClient(_BaseAdminClient):
         cursor: int | None = after
         while cursor is not None:
             page = self.log_page(agent_id, cursor, limit)
-            yield from page["records"]
+            yield from page.records
             cursor = next_log_after(page)
 
-    def verify(self, agent_id: str) -> dict[str, Any]:
-        """The service's verification of the agent's log: ``{ok, records, ...}``."""
+    def verify(self, agent_id: str) -> VerifyReport:
+        """The service's verification of the agent's log."""
         return self._http.send(self._core.verify(agent_id))
 
     def close(self) -> None:
@@ -202,16 +215,16 @@ class AsyncAdminClient(_BaseAdminClient):
     async def create_agent(self, agent_id: str, policy: Mapping[str, Any]) -> CreatedAgent:
         return await self._http.send(self._core.create_agent(agent_id, policy))
 
-    async def list_agents(self) -> list[dict[str, Any]]:
+    async def list_agents(self) -> list[AgentListEntry]:
         return await self._http.send(self._core.list_agents())
 
     async def reissue_token(self, agent_id: str) -> str:
         return await self._http.send(self._core.reissue_token(agent_id))
 
-    async def agent_status(self, agent_id: str) -> dict[str, Any]:
+    async def agent_status(self, agent_id: str) -> AgentStatus:
         return await self._http.send(self._core.agent(agent_id).status())
 
-    async def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> dict[str, Any]:
+    async def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> AgentStatus:
         return await self._http.send(self._core.set_policy(agent_id, policy))
 
     async def request_action(
@@ -230,7 +243,7 @@ class AsyncAdminClient(_BaseAdminClient):
 
     async def report_outcome(
         self, agent_id: str, action_id: str, status: str, detail: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AgentStatus:
         try:
             return await self._http.send(
                 self._core.agent(agent_id).report_outcome(action_id, status, detail)
@@ -240,7 +253,7 @@ class AsyncAdminClient(_BaseAdminClient):
                 raise
             return await self.agent_status(agent_id)
 
-    async def list_pending(self, agent_id: str) -> list[dict[str, Any]]:
+    async def list_pending(self, agent_id: str) -> list[PendingEntry]:
         return await self._http.send(self._core.list_pending(agent_id))
 
     async def approve(
@@ -260,16 +273,22 @@ class AsyncAdminClient(_BaseAdminClient):
         return await self._http.send(self._core.reject(agent_id, action_id, approver, reason, scar))
 
     async def add_scar(
-        self, agent_id: str, *, severity: str, reason: str, action_id: str | None = None
-    ) -> dict[str, Any]:
-        return await self._http.send(self._core.add_scar(agent_id, severity, reason, action_id))
+        self,
+        agent_id: str,
+        *,
+        severity: str,
+        reason: str,
+        action_id: str | None = None,
+        by: str | None = None,
+    ) -> AgentStatus:
+        return await self._http.send(self._core.add_scar(agent_id, severity, reason, action_id, by))
 
-    async def terminate(self, agent_id: str, *, reason: str, by: str) -> dict[str, Any]:
+    async def terminate(self, agent_id: str, *, reason: str, by: str) -> AgentStatus:
         return await self._http.send(self._core.terminate(agent_id, reason, by))
 
     async def log_page(
         self, agent_id: str, after: int = -1, limit: int = DEFAULT_LOG_LIMIT
-    ) -> dict[str, Any]:
+    ) -> LogPage:
         return await self._http.send(self._core.log_page(agent_id, after, limit))
 
     def log(
@@ -283,11 +302,11 @@ class AsyncAdminClient(_BaseAdminClient):
         cursor: int | None = after
         while cursor is not None:
             page = await self.log_page(agent_id, cursor, limit)
-            for record in page["records"]:
+            for record in page.records:
                 yield record
             cursor = next_log_after(page)
 
-    async def verify(self, agent_id: str) -> dict[str, Any]:
+    async def verify(self, agent_id: str) -> VerifyReport:
         return await self._http.send(self._core.verify(agent_id))
 
     async def aclose(self) -> None:

@@ -14,7 +14,7 @@ from client_sdk import _guarded
 from client_sdk._config import Discovery
 from client_sdk._core import AgentCore, Money, agent_id_from_token
 from client_sdk._http import AsyncSender, SyncSender
-from client_sdk._models import Action, Decision
+from client_sdk._models import Action, AgentStatus, Decision
 from client_sdk._retry import Retry
 from client_sdk.errors import GuardSetupError, InvalidState
 
@@ -100,9 +100,7 @@ class GuardClient(_BaseGuardClient):
         as it leaves ``pending_approval``, or after ``wait`` seconds unchanged."""
         return self._http.send(self._core.get_action(action_id, wait))
 
-    def report_outcome(
-        self, action_id: str, status: str, detail: str | None = None
-    ) -> dict[str, Any]:
+    def report_outcome(self, action_id: str, status: str, detail: str | None = None) -> AgentStatus:
         """Report ``success`` or ``failure`` of an allowed action; returns the agent status."""
         try:
             return self._http.send(self._core.report_outcome(action_id, status, detail))
@@ -112,8 +110,8 @@ class GuardClient(_BaseGuardClient):
                 raise
             return self.status()
 
-    def status(self) -> dict[str, Any]:
-        """The agent status: budget, ``spent``, ``remaining`` (Decimal), scars, counters."""
+    def status(self) -> AgentStatus:
+        """The agent's status: budget, ``spent``, ``remaining`` (Decimal), scars, counters."""
         return self._http.send(self._core.status())
 
     @overload
@@ -217,7 +215,7 @@ class AsyncGuardClient(_BaseGuardClient):
 
     async def report_outcome(
         self, action_id: str, status: str, detail: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AgentStatus:
         """See ``GuardClient.report_outcome``."""
         try:
             return await self._http.send(self._core.report_outcome(action_id, status, detail))
@@ -226,7 +224,7 @@ class AsyncGuardClient(_BaseGuardClient):
                 raise
             return await self.status()
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> AgentStatus:
         """See ``GuardClient.status``."""
         return await self._http.send(self._core.status())
 

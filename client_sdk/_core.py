@@ -20,7 +20,20 @@ from urllib.parse import quote
 import attrs
 
 from client_sdk import _json
-from client_sdk._models import Action, CreatedAgent, Decision
+from client_sdk._models import (
+    Action,
+    AgentListEntry,
+    AgentStatus,
+    CreatedAgent,
+    Decision,
+    Head,
+    LogPage,
+    PendingAction,
+    PendingEntry,
+    Scar,
+    VerifyFailure,
+    VerifyReport,
+)
 from client_sdk.errors import (
     ERRORS_BY_CODE,
     ERRORS_BY_STATUS,
@@ -120,8 +133,121 @@ def _opt(body: dict[str, Any], key: str, kind: type[T]) -> T | None:
     return value
 
 
-def parse_object(body: Any) -> dict[str, Any]:
-    return _object(body)
+def _int(body: dict[str, Any], key: str) -> int:
+    value = body.get(key)
+    if type(value) is not int:
+        raise InvalidResponse(f"expected an integer {key!r}, got {value!r}")
+    return value
+
+
+def _opt_int(body: dict[str, Any], key: str) -> int | None:
+    return None if body.get(key) is None else _int(body, key)
+
+
+def _bool(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key)
+    if not isinstance(value, bool):
+        raise InvalidResponse(f"expected true or false as {key!r}, got {value!r}")
+    return value
+
+
+def _number(body: dict[str, Any], key: str) -> Decimal:
+    value = body.get(key)
+    if type(value) is int:
+        return Decimal(value)
+    if not isinstance(value, Decimal):
+        raise InvalidResponse(f"expected a number {key!r}, got {value!r}")
+    return value
+
+
+def _list(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    items = body.get(key)
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise InvalidResponse(f"expected a list of objects under {key!r}")
+    return items
+
+
+def parse_head(body: Any) -> Head:
+    obj = _object(body)
+    return Head(seq=_int(obj, "seq"), hash=_str(obj, "hash"))
+
+
+def parse_scar(body: Any) -> Scar:
+    obj = _object(body)
+    return Scar(
+        seq=_int(obj, "seq"),
+        severity=_str(obj, "severity"),
+        reason=_str(obj, "reason"),
+        action_id=_opt(obj, "action_id", str),
+    )
+
+
+def parse_status(body: Any) -> AgentStatus:
+    obj = _object(body)
+    return AgentStatus(
+        agent_id=_str(obj, "agent_id"),
+        alive=_bool(obj, "alive"),
+        termination_reason=_opt(obj, "termination_reason", str),
+        budget=_number(obj, "budget"),
+        spent=_number(obj, "spent"),
+        remaining=_number(obj, "remaining"),
+        scar_score=_int(obj, "scar_score"),
+        scar_limit=_number(obj, "scar_limit"),
+        scars=tuple(parse_scar(s) for s in _list(obj, "scars")),
+        actions_allowed=_int(obj, "actions_allowed"),
+        actions_denied=_int(obj, "actions_denied"),
+        actions_pending=_int(obj, "actions_pending"),
+        head=parse_head(obj.get("head")),
+        public_key=_str(obj, "public_key"),
+    )
+
+
+def parse_failure(body: Any) -> VerifyFailure:
+    obj = _object(body)
+    return VerifyFailure(
+        line=_int(obj, "line"), seq=_opt_int(obj, "seq"), reason=_str(obj, "reason")
+    )
+
+
+def _opt_failure(obj: dict[str, Any]) -> VerifyFailure | None:
+    return None if obj.get("failure") is None else parse_failure(obj["failure"])
+
+
+def parse_agent_entry(body: Any) -> AgentListEntry:
+    obj = _object(body)
+    return AgentListEntry(
+        agent_id=_str(obj, "agent_id"),
+        state=_str(obj, "state"),
+        status=None if obj.get("status") is None else parse_status(obj["status"]),
+        error=_opt(obj, "error", str),
+        failure=_opt_failure(obj),
+    )
+
+
+def parse_pending_entry(body: Any) -> PendingEntry:
+    obj = _object(body)
+    action = _object(obj.get("action"))
+    return PendingEntry(
+        requested_at=_str(obj, "requested_at"),
+        seq=_int(obj, "seq"),
+        action=PendingAction(
+            action_id=_str(action, "action_id"),
+            tool=_str(action, "tool"),
+            input=action.get("input"),
+            cost=_number(action, "cost"),
+        ),
+    )
+
+
+def parse_verify_report(body: Any) -> VerifyReport:
+    obj = _object(body)
+    return VerifyReport(
+        ok=_bool(obj, "ok"),
+        records=_int(obj, "records"),
+        public_key=_opt(obj, "public_key", str),
+        head=None if obj.get("head") is None else parse_head(obj["head"]),
+        failure=_opt_failure(obj),
+    )
 
 
 def parse_decision(body: Any) -> Decision:
@@ -158,7 +284,7 @@ def parse_action(body: Any) -> Action:
 
 def parse_created(body: Any) -> CreatedAgent:
     obj = _object(body)
-    return CreatedAgent(agent=_object(obj.get("agent")), token=_str(obj, "token"))
+    return CreatedAgent(agent=parse_status(obj.get("agent")), token=_str(obj, "token"))
 
 
 def parse_token(body: Any) -> str:
@@ -169,37 +295,27 @@ def parse_public_key(body: Any) -> str:
     return _str(_object(body), "public_key")
 
 
-def _list_of(key: str) -> Callable[[Any], list[dict[str, Any]]]:
-    def parse(body: Any) -> list[dict[str, Any]]:
-        items = _object(body).get(key)
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise InvalidResponse(f"expected a list of objects under {key!r}")
-        return items
-
-    return parse
+def parse_agents(body: Any) -> list[AgentListEntry]:
+    return [parse_agent_entry(entry) for entry in _list(_object(body), "agents")]
 
 
-parse_agents = _list_of("agents")
-parse_pending = _list_of("pending")
+def parse_pending(body: Any) -> list[PendingEntry]:
+    return [parse_pending_entry(entry) for entry in _list(_object(body), "pending")]
 
 
-def parse_log_page(body: Any) -> dict[str, Any]:
+def parse_log_page(body: Any) -> LogPage:
     obj = _object(body)
-    _list_of("records")(obj)
-    _object(obj.get("head"))
-    return obj
+    return LogPage(records=tuple(_list(obj, "records")), head=parse_head(obj.get("head")))
 
 
-def next_log_after(page: dict[str, Any]) -> int | None:
+def next_log_after(page: LogPage) -> int | None:
     """The ``after`` for the page following ``page``, or None when it was the last."""
-    records = page["records"]
-    if not records:
+    if not page.records:
         return None
-    last = int(records[-1]["seq"])
-    head = page["head"].get("seq")
-    if isinstance(head, int) and last >= head:
-        return None
-    return last
+    last = page.records[-1].get("seq")
+    if type(last) is not int:
+        raise InvalidResponse(f"a log record's 'seq' should be an integer, got {last!r}")
+    return None if last >= page.head.seq else last
 
 
 def error_from_response(status: int, content: bytes, *, resent: bool = False) -> APIError:
@@ -232,6 +348,34 @@ def parse_response(request: Request[T], status: int, content: bytes, *, resent: 
         return request.parse(body)
     except InvalidResponse as exc:
         raise InvalidResponse(f"{request.method} {request.path}: {exc.message}") from None
+
+
+# ---- failures without an answer --------------------------------------------
+
+_ERRNO = re.compile(r"^\[Errno -?\d+\]\s*")
+
+
+def failure_reason(kind: str, text: str) -> str:
+    """A transport failure in a few words: ``connection refused``, ``timed out``."""
+    text = _ERRNO.sub("", text).strip()
+    return (text[:1].lower() + text[1:]) if text else kind
+
+
+def transport_message(
+    base_url: str, request: Request[Any], attempts: int, reason: str, *, sent: bool
+) -> str:
+    """What ``TransportError`` says: the address tried first, then what was asked.
+
+    ``sent`` means the request may have reached the service before the
+    connection failed, so it may have acted on it.
+    """
+    what = f"{request.method} {request.path}, {attempts} attempt{'s' if attempts > 1 else ''}"
+    if sent:
+        return (
+            f"no answer from guardd at {base_url}: {reason} "
+            f"({what}; the service may have received the request)"
+        )
+    return f"cannot reach guardd at {base_url}: {reason} ({what})"
 
 
 # ---- requests --------------------------------------------------------------
@@ -280,19 +424,19 @@ class AgentCore:
 
     def report_outcome(
         self, action_id: str, status: str, detail: str | None = None
-    ) -> Request[dict[str, Any]]:
+    ) -> Request[AgentStatus]:
         body = {"status": status} | ({} if detail is None else {"detail": detail})
         # Resending is safe: a second copy gets 409 invalid_state, which the
         # client checks against the action's recorded outcome.
         return Request(
             "POST",
             f"{self.path}/actions/{_segment(action_id)}/outcome",
-            parse_object,
+            parse_status,
             body=_json_body(body),
         )
 
-    def status(self) -> Request[dict[str, Any]]:
-        return Request("GET", self.path, parse_object)
+    def status(self) -> Request[AgentStatus]:
+        return Request("GET", self.path, parse_status)
 
 
 class AdminCore:
@@ -313,21 +457,21 @@ class AdminCore:
             resendable=False,
         )
 
-    def list_agents(self) -> Request[list[dict[str, Any]]]:
+    def list_agents(self) -> Request[list[AgentListEntry]]:
         return Request("GET", "/v1/agents", parse_agents)
 
     def reissue_token(self, agent_id: str) -> Request[str]:
         return Request("GET", f"{self.agent(agent_id).path}/token", parse_token)
 
-    def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> Request[dict[str, Any]]:
+    def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> Request[AgentStatus]:
         return Request(
             "PUT",
             f"{self.agent(agent_id).path}/policy",
-            parse_object,
+            parse_status,
             body=_json_body(dict(policy)),
         )
 
-    def list_pending(self, agent_id: str) -> Request[list[dict[str, Any]]]:
+    def list_pending(self, agent_id: str) -> Request[list[PendingEntry]]:
         return Request("GET", f"{self.agent(agent_id).path}/actions/pending", parse_pending)
 
     def approve(
@@ -355,31 +499,38 @@ class AdminCore:
         )
 
     def add_scar(
-        self, agent_id: str, severity: str, reason: str, action_id: str | None = None
-    ) -> Request[dict[str, Any]]:
+        self,
+        agent_id: str,
+        severity: str,
+        reason: str,
+        action_id: str | None = None,
+        by: str | None = None,
+    ) -> Request[AgentStatus]:
         body = {"severity": severity, "reason": reason}
         if action_id is not None:
             body["action_id"] = action_id
+        if by is not None:
+            body["by"] = by
         return Request(
             "POST",
             f"{self.agent(agent_id).path}/scars",
-            parse_object,
+            parse_status,
             body=_json_body(body),
             resendable=False,
         )
 
-    def terminate(self, agent_id: str, reason: str, by: str) -> Request[dict[str, Any]]:
+    def terminate(self, agent_id: str, reason: str, by: str) -> Request[AgentStatus]:
         return Request(
             "POST",
             f"{self.agent(agent_id).path}/terminate",
-            parse_object,
+            parse_status,
             body=_json_body({"reason": reason, "by": by}),
             resendable=False,
         )
 
     def log_page(
         self, agent_id: str, after: int = -1, limit: int = DEFAULT_LOG_LIMIT
-    ) -> Request[dict[str, Any]]:
+    ) -> Request[LogPage]:
         if isinstance(after, bool) or not isinstance(after, int) or after < -1:
             raise ValueError(f"after must be an integer >= -1, not {after!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LOG_LIMIT:
@@ -391,5 +542,5 @@ class AdminCore:
             params={"after": str(after), "limit": str(limit)},
         )
 
-    def verify(self, agent_id: str) -> Request[dict[str, Any]]:
-        return Request("GET", f"{self.agent(agent_id).path}/verify", parse_object)
+    def verify(self, agent_id: str) -> Request[VerifyReport]:
+        return Request("GET", f"{self.agent(agent_id).path}/verify", parse_verify_report)

@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, TypeVar
 
 import anyio
 import httpx
 
-from client_sdk._core import Request, parse_response
+from client_sdk._core import Request, failure_reason, parse_response, transport_message
 from client_sdk._retry import Retry
 from client_sdk.errors import TransportError
 
@@ -46,16 +47,31 @@ def _request_headers(request: Request[Any]) -> dict[str, str]:
     return headers
 
 
-def _transport_error(request: Request[Any], attempt: int, exc: Exception) -> TransportError:
+def _os_reason(exc: BaseException) -> str | None:
+    """The operating system's words for the failure under ``exc``, if any: the
+    async transport says only "All connection attempts failed" on top of it."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno is not None and seen.errno > 0:
+            return os.strerror(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _transport_error(
+    base_url: str, request: Request[Any], attempt: int, exc: Exception
+) -> TransportError:
+    reason = failure_reason(type(exc).__name__, _os_reason(exc) or str(exc))
+    sent = not isinstance(exc, _NOT_SENT)
     return TransportError(
-        f"{request.method} {request.path} failed after {attempt} attempt(s): "
-        f"{type(exc).__name__}: {exc}"
+        transport_message(base_url, request, attempt, reason, sent=sent), url=base_url
     )
 
 
 class SyncSender:
     def __init__(self, base_url: str, token: str, *, timeout: float, retry: Retry) -> None:
         self.retry = retry
+        self.base_url = base_url
         self._timeout = httpx.Timeout(timeout)
         self._client = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout)
 
@@ -76,7 +92,7 @@ class SyncSender:
             except httpx.TransportError as exc:
                 sent = not isinstance(exc, _NOT_SENT)
                 if (sent and not request.resendable) or not self.retry.may_retry(attempt):
-                    raise _transport_error(request, attempt, exc) from exc
+                    raise _transport_error(self.base_url, request, attempt, exc) from exc
                 seen = seen or sent
             else:
                 if response.status_code != 503 or not self.retry.may_retry(attempt):
@@ -92,6 +108,7 @@ class SyncSender:
 class AsyncSender:
     def __init__(self, base_url: str, token: str, *, timeout: float, retry: Retry) -> None:
         self.retry = retry
+        self.base_url = base_url
         self._timeout = httpx.Timeout(timeout)
         self._client = httpx.AsyncClient(
             base_url=base_url, headers=_headers(token), timeout=timeout
@@ -114,7 +131,7 @@ class AsyncSender:
             except httpx.TransportError as exc:
                 sent = not isinstance(exc, _NOT_SENT)
                 if (sent and not request.resendable) or not self.retry.may_retry(attempt):
-                    raise _transport_error(request, attempt, exc) from exc
+                    raise _transport_error(self.base_url, request, attempt, exc) from exc
                 seen = seen or sent
             else:
                 if response.status_code != 503 or not self.retry.may_retry(attempt):

@@ -1,4 +1,10 @@
-"""What the service answers, as plain frozen classes (parsed in ``_core``)."""
+"""What the service answers, as plain frozen classes (parsed in ``_core``).
+
+Attribute names are the JSON keys of the answer, so the HTTP API's
+documentation reads for these classes too. Money is always ``Decimal``.
+Log records stay JSON objects (``dict``): each kind has its own fields, and
+they are the signed data itself, best read as the log format describes them.
+"""
 
 from __future__ import annotations
 
@@ -56,12 +62,119 @@ class Action:
 
 
 @attrs.frozen
-class CreatedAgent:
-    """A new agent: its status object and its token (``agt_<agent_id>.<mac>``)."""
+class Head:
+    """The last record of a log: its ``seq`` (-1 for an empty log) and ``hash``."""
 
-    agent: dict[str, Any]
+    seq: int
+    hash: str
+
+
+@attrs.frozen
+class Scar:
+    """One scar of an agent: ``seq`` of its record, ``severity`` (``minor``,
+    ``moderate``, ``severe``, ``fatal``), ``reason`` and the action it is about."""
+
+    seq: int
+    severity: str
+    reason: str
+    action_id: str | None = None
+
+
+@attrs.frozen
+class AgentStatus:
+    """An agent's state, as the service rebuilds it from the agent's log.
+
+    ``remaining`` is ``budget - spent`` (negative only when a new policy set a
+    budget below what was spent). ``termination_reason`` is None while alive.
+    """
+
+    agent_id: str
+    alive: bool
+    termination_reason: str | None
+    budget: Decimal
+    spent: Decimal
+    remaining: Decimal
+    scar_score: int
+    scar_limit: Decimal
+    scars: tuple[Scar, ...]
+    actions_allowed: int
+    actions_denied: int
+    actions_pending: int
+    head: Head
+    public_key: str
+
+
+@attrs.frozen
+class CreatedAgent:
+    """A new agent: its status and its token (``agt_<agent_id>.<mac>``)."""
+
+    agent: AgentStatus
     token: str
 
     @property
     def agent_id(self) -> str:
-        return str(self.agent["agent_id"])
+        return self.agent.agent_id
+
+
+@attrs.frozen
+class VerifyFailure:
+    """The first bad record of a log: its 1-based ``line``, its ``seq`` when
+    readable, and the ``reason`` (e.g. ``hash does not match content``)."""
+
+    line: int
+    seq: int | None
+    reason: str
+
+
+@attrs.frozen
+class AgentListEntry:
+    """One agent of ``list_agents``: ``state`` is ``active`` (with ``status``) or
+    ``quarantined`` (its log failed verification: ``error`` says why, for people,
+    and ``failure`` where)."""
+
+    agent_id: str
+    state: str
+    status: AgentStatus | None = None
+    error: str | None = None
+    failure: VerifyFailure | None = None
+
+
+@attrs.frozen
+class PendingAction:
+    """What an operator decides on: the action, and the ``cost`` approval would charge."""
+
+    action_id: str
+    tool: str
+    input: Any
+    cost: Decimal
+
+
+@attrs.frozen
+class PendingEntry:
+    """An action waiting for approval: when it was requested (ISO 8601 UTC), the
+    ``seq`` of its ``action_requested`` record, and the action."""
+
+    requested_at: str
+    seq: int
+    action: PendingAction
+
+
+@attrs.frozen
+class LogPage:
+    """Records with ``seq`` after the page's ``after``, and the log's ``head`` when read."""
+
+    records: tuple[dict[str, Any], ...]
+    head: Head
+
+
+@attrs.frozen
+class VerifyReport:
+    """The service's verification of an agent's log. When ``ok``, ``public_key``
+    and ``head`` are set; otherwise ``failure`` names the first bad record.
+    ``records`` counts the records that verified."""
+
+    ok: bool
+    records: int
+    public_key: str | None = None
+    head: Head | None = None
+    failure: VerifyFailure | None = None

@@ -5,7 +5,8 @@ The tree::
     GuardError                          .status (HTTP status or None), .code, .message
     ├── GuardSetupError                 no token or a bad address; lists every place looked at
     ├── ToolInputError (TypeError)      a guarded tool's argument is not JSON-safe; names it
-    ├── TransportError                  the service could not be reached, after the retries
+    ├── TransportError                  the service could not be reached, after the retries;
+    │                                   .url, the address tried
     ├── ActionDenied                    the service denied the action: .code, .reason, .action_id
     ├── ApprovalTimeout                 no decision within approval_timeout; still pending
     ├── UnexpectedActionState           the action left pending_approval but was not allowed
@@ -36,6 +37,7 @@ server's code and message.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, ClassVar
 
 
@@ -84,9 +86,16 @@ class ToolInputError(GuardError, TypeError):
 
 
 class TransportError(GuardError):
-    """The request did not get an HTTP answer (connection refused, dropped, timed out)."""
+    """The request did not get an HTTP answer (connection refused, dropped, timed out).
+
+    ``url`` is the service address that was tried; the message starts with it.
+    """
 
     default_code = "transport"
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class ActionDenied(GuardError):
@@ -96,11 +105,19 @@ class ActionDenied(GuardError):
 
     def __init__(self, action_id: str, reason: dict[str, Any]) -> None:
         code = str(reason.get("code", "denied"))
-        details = ", ".join(f"{k}={v!r}" for k, v in reason.items() if k != "code")
+        # The code is said once; the reason's other fields follow it, numbers
+        # as the service wrote them (5, not Decimal('5')).
+        details = ", ".join(f"{k}={_shown(v)}" for k, v in reason.items() if k != "code")
         message = f"action {action_id} denied: {code}" + (f" ({details})" if details else "")
         super().__init__(message, code=code)
         self.action_id = action_id
         self.reason = reason
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, Decimal | int) and not isinstance(value, bool):
+        return str(value)
+    return repr(value)
 
 
 class ApprovalTimeout(GuardError):

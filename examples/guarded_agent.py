@@ -26,7 +26,7 @@ def send_email(to: str, body: str) -> str:
 def operator() -> None:  # nobody is at the console, so approve the pending e-mail ourselves
     while not (pending := admin.list_pending(agent_id)):
         time.sleep(0.1)
-    admin.approve(agent_id, pending[0]["action"]["action_id"], approver="example")
+    admin.approve(agent_id, pending[0].action.action_id, approver="example")
 
 
 print(search("guard rails"))
@@ -35,5 +35,5 @@ print(send_email("ops@example.com", body="hello"))  # held until approved
 try:
     agent.guarded(lambda: None, name="delete_database")()  # not in the policy
 except ActionDenied as denied:
-    print(f"denied: {denied.code} {denied.reason}")
-print(f"spent {agent.status()['spent']} of 10")
+    print(denied)  # .code, .reason and .action_id hold the same, for programs
+print(f"spent {agent.status().spent} of 10")

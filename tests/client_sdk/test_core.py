@@ -4,19 +4,41 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from decimal import Decimal
 
+import attrs
 import pytest
 
-from client_sdk import Action, Decision, InvalidResponse, Retry, ToolInputError
+from client_sdk import (
+    Action,
+    AgentListEntry,
+    AgentStatus,
+    Decision,
+    Head,
+    InvalidResponse,
+    LogPage,
+    PendingAction,
+    PendingEntry,
+    Retry,
+    Scar,
+    ToolInputError,
+    VerifyFailure,
+    VerifyReport,
+)
 from client_sdk._core import (
     AdminCore,
     AgentCore,
     agent_id_from_token,
     next_log_after,
     parse_action,
+    parse_agents,
     parse_decision,
+    parse_log_page,
+    parse_pending,
     parse_response,
+    parse_status,
+    parse_verify_report,
 )
 from client_sdk._guarded import ToolSpec, poll_wait
 from client_sdk._json import dumps, loads
@@ -169,10 +191,12 @@ def test_log_page_sends_after_and_limit_and_checks_them():
 
 
 def test_log_paging_stops_at_the_head():
-    page = {"records": [{"seq": 0}, {"seq": 1}], "head": {"seq": 5, "hash": "h"}}
-    assert next_log_after(page) == 1
-    assert next_log_after({"records": [{"seq": 5}], "head": {"seq": 5, "hash": "h"}}) is None
-    assert next_log_after({"records": [], "head": {"seq": 5, "hash": "h"}}) is None
+    def page(*seqs: int) -> LogPage:
+        return parse_log_page({"records": [{"seq": s} for s in seqs], "head": HEAD})
+
+    assert next_log_after(page(0, 1)) == 1
+    assert next_log_after(page(5)) is None
+    assert next_log_after(page()) is None
 
 
 # ---- answers ------------------------------------------------------------------
@@ -228,6 +252,94 @@ def test_action_parses_with_its_optional_fields():
     assert action == Action(
         "act-1", "t", None, Decimal("0.5"), "allowed", approved_by="alice", note="fine"
     )
+
+
+HEAD = {"seq": 5, "hash": "h"}
+STATUS = {
+    "agent_id": "bot",
+    "alive": True,
+    "termination_reason": None,
+    "budget": 10,
+    "spent": 0.5,
+    "remaining": 9.5,
+    "scar_score": 1,
+    "scar_limit": 2.5,
+    "scars": [{"seq": 4, "severity": "minor", "reason": "r", "action_id": "act-1"}],
+    "actions_allowed": 1,
+    "actions_denied": 0,
+    "actions_pending": 0,
+    "head": HEAD,
+    "public_key": "ab",
+}
+FAILURE = {"line": 3, "seq": 2, "reason": "hash does not match content"}
+
+
+def _answer(value: object) -> object:
+    return loads(json.dumps(value).encode())
+
+
+def test_admin_answers_parse_into_typed_values_named_like_the_json():
+    status = parse_status(_answer(STATUS))
+    assert status == AgentStatus(
+        "bot",
+        True,
+        None,
+        Decimal(10),
+        Decimal("0.5"),
+        Decimal("9.5"),
+        1,
+        Decimal("2.5"),
+        (Scar(4, "minor", "r", "act-1"),),
+        1,
+        0,
+        0,
+        Head(5, "h"),
+        "ab",
+    )
+    assert set(attrs.fields_dict(AgentStatus)) == set(STATUS)
+    entries = parse_agents(
+        _answer(
+            {
+                "agents": [
+                    {"agent_id": "bot", "state": "active", "status": STATUS},
+                    {"agent_id": "bad", "state": "quarantined", "error": "e", "failure": FAILURE},
+                ]
+            }
+        )
+    )
+    assert entries == [
+        AgentListEntry("bot", "active", status=status),
+        AgentListEntry(
+            "bad", "quarantined", error="e", failure=VerifyFailure(3, 2, FAILURE["reason"])
+        ),
+    ]
+    pending = {"requested_at": "2026-01-01T00:00:00.000000Z", "seq": 2}
+    action = {"action_id": "act-1", "tool": "t", "input": {"n": 1}, "cost": 5}
+    assert parse_pending(_answer({"pending": [pending | {"action": action}]})) == [
+        PendingEntry(pending["requested_at"], 2, PendingAction("act-1", "t", {"n": 1}, Decimal(5)))
+    ]
+    ok = {"ok": True, "records": 6, "public_key": "ab", "head": HEAD}
+    assert parse_verify_report(_answer(ok)) == VerifyReport(True, 6, "ab", Head(5, "h"))
+    failed = {"ok": False, "records": 2, "failure": FAILURE}
+    assert parse_verify_report(_answer(failed)) == VerifyReport(
+        False, 2, failure=VerifyFailure(3, 2, FAILURE["reason"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param({"alive": "yes"}, "expected true or false as 'alive'", id="bool"),
+        pytest.param({"scar_score": 1.5}, "expected an integer 'scar_score'", id="int"),
+        pytest.param({"budget": "10"}, "expected a number 'budget'", id="money"),
+        pytest.param({"scars": [1]}, "expected a list of objects under 'scars'", id="list"),
+        pytest.param({"head": None}, "expected a JSON object", id="head"),
+    ],
+)
+def test_a_status_of_the_wrong_shape_is_an_invalid_response(change, message):
+    request = AdminCore().set_policy("bot", {})
+    with pytest.raises(InvalidResponse, match=re.escape(message)):
+        parse_response(request, 200, json.dumps(STATUS | change).encode())
 
 
 def test_success_answer_with_wrong_shape_is_an_invalid_response():

@@ -268,4 +268,4 @@ async def test_agent_client_from_guard_agent_token(cwd, guard_server, monkeypatc
     monkeypatch.setenv("GUARD_URL", guard_server.url)
     monkeypatch.setenv("GUARD_AGENT_TOKEN", created.token)
     async with AsyncGuardClient() as client:
-        assert (await client.status())["agent_id"] == "env-bot"
+        assert (await client.status()).agent_id == "env-bot"

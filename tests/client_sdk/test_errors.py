@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from decimal import Decimal
 
 import pytest
 
@@ -120,6 +121,32 @@ def test_action_denied_keeps_code_reason_and_action_id():
     assert error.message == "action act-7 denied: insufficient_budget (cost=5, remaining=1)"
 
 
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        pytest.param(
+            {"code": "tool_not_allowed", "tool": "delete_database"},
+            "action act-3 denied: tool_not_allowed (tool='delete_database')",
+            id="tool",
+        ),
+        pytest.param(
+            {"code": "insufficient_budget", "cost": Decimal("2.5"), "remaining": Decimal(1)},
+            "action act-3 denied: insufficient_budget (cost=2.5, remaining=1)",
+            id="money-as-parsed",
+        ),
+        pytest.param(
+            {"code": "rejected", "by": "alice", "reason": "no"},
+            "action act-3 denied: rejected (by='alice', reason='no')",
+            id="rejected",
+        ),
+    ],
+)
+def test_action_denied_says_its_code_once(reason, message):
+    error = ActionDenied("act-3", reason)
+    assert str(error) == message
+    assert str(error).count(reason["code"]) == 1
+
+
 def test_every_client_error_is_a_guard_error_with_status_code_and_message():
     for error in (
         GuardSetupError("no admin token found"),
@@ -146,6 +173,7 @@ def test_every_client_error_is_a_guard_error_with_status_code_and_message():
         pytest.param(ApprovalTimeout("act-1", 3), id="timeout"),
         pytest.param(error_from_response(409, _body("invalid_state"), resent=True), id="api"),
         pytest.param(GuardSetupError("no admin token", looked_at=["x"]), id="setup"),
+        pytest.param(TransportError("cannot reach", url="http://127.0.0.1:1"), id="transport"),
     ],
 )
 def test_errors_survive_pickling_with_their_fields(error):

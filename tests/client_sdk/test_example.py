@@ -35,7 +35,7 @@ def test_example_agent_runs_against_a_real_server(guard_server, tmp_path, token_
     assert result.stdout.splitlines() == [
         "3 results for 'guard rails'",
         "sent to ops@example.com",
-        "denied: tool_not_allowed {'code': 'tool_not_allowed', 'tool': 'delete_database'}",
+        "action act-3 denied: tool_not_allowed (tool='delete_database')",
         "spent 3 of 10",
     ]
     assert result.stderr == ""

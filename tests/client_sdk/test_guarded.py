@@ -46,7 +46,7 @@ def decide_when_pending(
         while not (pending := admin.list_pending(agent_id)):
             assert time.monotonic() < deadline, "no action became pending"
             time.sleep(0.02)
-        action_id = pending[0]["action"]["action_id"]
+        action_id = pending[0].action.action_id
         if reject:
             admin.reject(agent_id, action_id, approver="alice", reason="not today")
         else:
@@ -77,9 +77,9 @@ def test_allowed_tool_runs_once_and_reports_success(new_agent, connect, admin):
         "success",
     )
     status = admin.agent_status(created.agent_id)
-    assert status["spent"] == Decimal(1)
-    assert type(status["spent"]) is Decimal
-    assert status["scars"] == []
+    assert status.spent == Decimal(1)
+    assert type(status.spent) is Decimal
+    assert status.scars == ()
 
 
 def test_tool_exception_reports_failure_and_reraises_the_same_exception_object(
@@ -98,7 +98,7 @@ def test_tool_exception_reports_failure_and_reraises_the_same_exception_object(
     assert info.value is boom
     action = client.get_action("act-1")
     assert (action.status, action.outcome) == ("completed", "failure")
-    assert [s["severity"] for s in admin.agent_status(created.agent_id)["scars"]] == ["minor"]
+    assert [s.severity for s in admin.agent_status(created.agent_id).scars] == ["minor"]
 
 
 DENIALS = [
@@ -179,7 +179,7 @@ def test_pending_tool_waits_until_an_operator_approves_it(new_agent, connect, ad
         "alice",
         "looks fine",
     )
-    assert client.status()["spent"] == Decimal(5)
+    assert client.status().spent == Decimal(5)
 
 
 def test_pending_tool_rejected_by_an_operator_raises_rejected(new_agent, connect, admin):
@@ -204,7 +204,7 @@ def test_approval_after_termination_raises_the_rerun_checks_denial(new_agent, co
             assert time.monotonic() < deadline, "no action became pending"
             time.sleep(0.02)
         admin.terminate(created.agent_id, reason="incident", by="alice")
-        action_id = pending[0]["action"]["action_id"]
+        action_id = pending[0].action.action_id
         approvals.append(admin.approve(created.agent_id, action_id, approver="alice"))
 
     operator = threading.Thread(target=operate)
@@ -227,7 +227,7 @@ def test_approval_timeout_raises_and_leaves_the_action_pending(new_agent, connec
     assert (info.value.action_id, info.value.code) == ("act-1", "approval_timeout")
     assert not isinstance(info.value, ActionDenied)
     assert admin.get_action(created.agent_id, "act-1").status == "pending_approval"
-    assert [p["action"]["action_id"] for p in admin.list_pending(created.agent_id)] == ["act-1"]
+    assert [p.action.action_id for p in admin.list_pending(created.agent_id)] == ["act-1"]
 
 
 def test_name_and_cost_given_to_the_decorator_are_used(new_agent, connect, admin):
@@ -241,7 +241,7 @@ def test_name_and_cost_given_to_the_decorator_are_used(new_agent, connect, admin
     assert lookup("q") == "q"
     action = client.get_action("act-1")
     assert (action.tool, action.cost) == ("web_search", Decimal("2.5"))
-    assert admin.agent_status(created.agent_id)["remaining"] == Decimal("97.5")
+    assert admin.agent_status(created.agent_id).remaining == Decimal("97.5")
 
 
 def test_decimal_and_float_arguments_are_recorded_as_json_numbers(new_agent, connect):
@@ -267,7 +267,7 @@ def test_argument_that_is_not_json_safe_fails_before_anything_is_asked(new_agent
 
     with pytest.raises(ToolInputError, match=r"^argument 'tags' of tool 'search' is not JSON-safe"):
         search("q", tags={"a", "b"})
-    assert client.status()["actions_allowed"] == 0
+    assert client.status().actions_allowed == 0
     assert client.request_action("search").action_id == "act-1"
 
 
@@ -305,7 +305,7 @@ def test_exact_money_ten_tenths_spend_a_budget_of_one(new_agent, connect):
     for _ in range(10):
         assert client.request_action("search", cost=Decimal("0.1")).allowed
     status = client.status()
-    assert (status["spent"], status["remaining"], status["alive"]) == (
+    assert (status.spent, status.remaining, status.alive) == (
         Decimal(1),
         Decimal(0),
         False,

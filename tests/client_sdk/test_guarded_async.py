@@ -45,7 +45,7 @@ async def decide_when_pending(
             if pending := await admin.list_pending(agent_id):
                 break
             await asyncio.sleep(0.02)
-    action_id = pending[0]["action"]["action_id"]
+    action_id = pending[0].action.action_id
     if reject:
         await admin.reject(agent_id, action_id, approver="bob", reason="too risky", scar="minor")
     else:
@@ -71,7 +71,7 @@ async def test_allowed_async_tool_runs_once_and_reports_success(new_agent, conne
         "completed",
         "success",
     )
-    assert (await async_admin.agent_status(created.agent_id))["spent"] == Decimal(1)
+    assert (await async_admin.agent_status(created.agent_id)).spent == Decimal(1)
 
 
 async def test_sync_tool_wrapped_by_the_async_client_is_awaited_as_a_call(new_agent, connect):
@@ -160,7 +160,7 @@ async def test_pending_async_tool_rejected_by_an_operator_task_raises_rejected(
             await client.guarded(send_email)()
     assert info.value.reason == {"code": "rejected", "by": "bob", "reason": "too risky"}
     status = await async_admin.agent_status(created.agent_id)
-    assert [s["severity"] for s in status["scars"]] == ["minor"]
+    assert [s.severity for s in status.scars] == ["minor"]
 
 
 async def test_async_approval_timeout_raises_and_leaves_the_action_pending(
