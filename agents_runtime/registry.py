@@ -264,7 +264,7 @@ class _ReadOnlyLog(LogFile):
     def __init__(self, path: Path) -> None:
         super().__init__(path, -1)
 
-    def append(self, data: bytes) -> None:  # pragma: no cover - writes are refused earlier
+    def append(self, data: bytes) -> tuple[float, float]:  # pragma: no cover - refused earlier
         raise LogWriteError("read-only")
 
     def close(self) -> None:

@@ -381,3 +381,23 @@ async def test_a_request_that_cannot_be_written_is_refused_and_writes_nothing(
             await agent.ask(c.RequestAction("read", {"x": 2**60}))
         assert agent.path.read_bytes() == before
         assert (await agent.ask(c.RequestAction("read", {"x": D("0.5")})))["action_id"] == "act-1"
+
+
+@pytest.mark.parametrize(
+    "inline", [pytest.param(False, id="writer-thread"), pytest.param(True, id="inline")]
+)
+async def test_on_commit_is_told_each_batch_with_its_records_and_timings(
+    tmp_path: Path, inline: bool
+) -> None:
+    committer = Committer(inline=inline)
+    seen: list[tuple[int, float, float]] = []
+    committer.on_commit = lambda records, write, fsync: seen.append((records, write, fsync))
+    registry = await start(tmp_path, committer, AGENT)
+    try:
+        ref = registry.ref(AGENT)
+        for _ in range(3):  # one after another: a batch each
+            assert (await ref.ask(c.RequestAction("read")))["decision"] == "allowed"
+    finally:
+        await registry.stop()
+    assert [records for records, _, _ in seen] == [2, 2, 2]  # action_requested + its decision
+    assert all(write >= 0 and fsync > 0 for _, write, fsync in seen)
