@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
+from quart import Quart
 
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import DataDirError, KeyFileError
@@ -26,6 +27,7 @@ from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
 from guardd.logs import configure_logging
+from guardd.metrics import TimedQuart, create_metrics_app
 
 log = logging.getLogger("guardd")
 
@@ -199,7 +201,8 @@ async def _serve(settings: Settings, guard: Guard, sock: socket.socket) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    app = create_app(guard)
+    app = create_app(guard, metrics=settings.metrics)
+    metrics = _metrics_listener(settings, app)
 
     async def shutdown_trigger() -> None:
         await stop.wait()
@@ -207,9 +210,36 @@ async def _serve(settings: Settings, guard: Guard, sock: socket.socket) -> None:
 
     collector = asyncio.create_task(collect_old_garbage())
     try:
-        await serve(app, config, shutdown_trigger=shutdown_trigger)
+        if metrics is None:
+            await serve(app, config, shutdown_trigger=shutdown_trigger)
+        else:
+            # Both listeners in one task group: one failing stops the other.
+            async with asyncio.TaskGroup() as group:
+                group.create_task(serve(app, config, shutdown_trigger=shutdown_trigger))
+                group.create_task(serve(*metrics, shutdown_trigger=stop.wait))
     finally:
         collector.cancel()
+
+
+def _metrics_listener(settings: Settings, app: Quart) -> tuple[Quart, Config] | None:
+    """The app and settings of the ``--metrics-listen`` address, bound now,
+    or None without one. A separate app, so that the main one checks nothing
+    more per request. Plain HTTP: what it serves holds no token or agent data
+    beyond counts; bind it to an address only scrapers reach."""
+    if settings.metrics_listen is None:
+        return None
+    assert isinstance(app, TimedQuart)  # metrics are on: settings refuse the flag without
+    host, port = settings.metrics_listen
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        sock = listen(host, port)
+    except OSError as exc:
+        # Exits 1 through main(), which releases the data dir's lock on the way.
+        raise SystemExit(
+            f"guardd: cannot listen on {where} (--metrics-listen): {exc.strerror or exc}"
+        ) from None
+    print(f"metrics: http://{where}/metrics (no token)", flush=True)
+    return create_metrics_app(app.metrics), hypercorn_config(host, port, sock)
 
 
 def _run(settings: Settings, guard: Guard, sock: socket.socket) -> None:

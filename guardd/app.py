@@ -27,6 +27,7 @@ from guardd import bodies
 from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
 from guardd.errors import BadRequest, error_response, register_error_handlers
 from guardd.jsonio import MAX_BODY, SECURITY_HEADERS, json_response, read_json
+from guardd.metrics import Metrics, TimedQuart, metrics_response
 from guardd.readiness import Readiness
 
 MAX_WAIT = 60
@@ -69,8 +70,15 @@ class NoSessions(SecureCookieSessionInterface):
         pass
 
 
-def create_app(guard: Guard) -> Quart:
-    app = Quart("guardd", static_folder=None)
+def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
+    """The app; with ``metrics`` a TimedQuart whose ``metrics`` it keeps,
+    otherwise a plain Quart that times nothing and has no /metrics."""
+    meter = Metrics(guard.registry) if metrics else None
+    if meter is None:
+        app = Quart("guardd", static_folder=None)
+    else:
+        app = TimedQuart("guardd", static_folder=None)
+        app.metrics = meter
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.session_interface = NoSessions()
@@ -119,6 +127,13 @@ def create_app(guard: Guard) -> Quart:
     @app.get("/healthz")
     async def healthz() -> Response:
         return json_response({"ok": True})
+
+    if meter is not None:
+
+        @app.get("/metrics")
+        async def metrics_page() -> Response:
+            require_admin(caller())
+            return metrics_response(meter)
 
     @app.get("/readyz")
     async def readyz() -> Response:
@@ -189,7 +204,10 @@ def create_app(guard: Guard) -> Quart:
         if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
             raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
         command = c.RequestAction(body.tool, body.input, body.cost, key)
-        return json_response(await ref.ask(command))
+        reply = await ref.ask(command)
+        if meter is not None:
+            meter.decision(reply)
+        return json_response(reply)
 
     @app.get("/v1/agents/<agent_id>/actions/pending")
     async def pending(agent_id: str) -> Response:
@@ -220,14 +238,20 @@ def create_app(guard: Guard) -> Quart:
     async def approve(agent_id: str, action_id: str) -> Response:
         _, ref = agent(agent_id, admin_only=True)
         body = bodies.parse_body(await read_json(), bodies.ApproveBody)
-        return json_response(await ref.ask(c.Approve(action_id, body.approver, body.note)))
+        reply = await ref.ask(c.Approve(action_id, body.approver, body.note))
+        if meter is not None:
+            meter.decision(reply)
+        return json_response(reply)
 
     @app.post("/v1/agents/<agent_id>/actions/<action_id>/reject")
     async def reject(agent_id: str, action_id: str) -> Response:
         _, ref = agent(agent_id, admin_only=True)
         body = bodies.parse_body(await read_json(), bodies.RejectBody)
         command = c.Reject(action_id, body.approver, body.reason, body.scar)
-        return json_response(await ref.ask(command))
+        reply = await ref.ask(command)
+        if meter is not None:
+            meter.decision(reply)
+        return json_response(reply)
 
     # -- operator steps --------------------------------------------------------
 

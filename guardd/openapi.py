@@ -607,6 +607,21 @@ def _service_paths() -> dict[str, Schema]:
                 tag="service",
             )
         },
+        "/metrics": {
+            "get": _op(
+                "Metrics in the Prometheus text format (admin token only)",
+                {
+                    "description": "Prometheus text format 0.0.4.",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                },
+                _errors("unauthorized", "forbidden", "not_found", "internal"),
+                tag="service",
+                description=(
+                    "Absent (404 not_found) when guardd runs with --no-metrics. "
+                    "A --metrics-listen address serves the same text without a token."
+                ),
+            )
+        },
         "/v1/public-key": {
             "get": _op(
                 "The Ed25519 key that signs every log",

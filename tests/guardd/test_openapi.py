@@ -157,7 +157,7 @@ def test_security_is_bearer_except_on_public_operations(doc: dict[str, Any]) -> 
         if path in PUBLIC:
             assert operation.get("security") == [], (path, method)
         else:
-            assert path.startswith("/v1/"), path
+            assert path.startswith("/v1/") or path == "/metrics", path  # /metrics: as /healthz
             assert "security" not in operation, (path, method)  # inherits bearer
             assert {"401", "403"} <= set(operation["responses"]), (path, method)
 
@@ -281,6 +281,8 @@ def test_answers_of_the_main_flows_match_the_document(
         ck(anonymous.get("/console/style.css"))
         ck(anonymous.get("/console/nothing.js"))
         ck(anonymous.get("/v1/agents"))
+        ck(admin.get("/metrics"))
+        ck(anonymous.get("/metrics"))  # 401
 
         created = ck(admin.post("/v1/agents", json={"agent_id": "walk", "policy": POLICY}))
         ck(admin.post("/v1/agents", json={"agent_id": "walk", "policy": POLICY}))  # 409

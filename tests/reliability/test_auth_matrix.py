@@ -72,6 +72,7 @@ ROUTES = [
     Route("GET", "/v1/openapi.json", PUBLIC),
     Route("GET", "/", PUBLIC),
     Route("GET", "/console/<name>", PUBLIC),
+    Route("GET", "/metrics", ADMIN_ONLY),
     Route("POST", "/v1/agents", ADMIN_ONLY, {"policy": policy()}, 201),
     Route("GET", "/v1/agents", ADMIN_ONLY),
     Route("GET", "/v1/agents/<agent_id>", AGENT_OR_ADMIN),

@@ -22,10 +22,17 @@ def free_port() -> int:
 class GuardServer:
     """Start, stop, kill and restart guardd on one data directory."""
 
-    def __init__(self, data_dir: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.extra_env = dict(env or {})
+        self.extra_args = list(args or [])  # more guardd flags, after the usual ones
         self.proc: subprocess.Popen[bytes] | None = None
         self.output = b""
 
@@ -57,6 +64,7 @@ class GuardServer:
                 str(self.port),
                 "--data-dir",
                 str(self.data_dir),
+                *self.extra_args,
             ],
             env=env,
             stdout=self._log,

@@ -1,0 +1,224 @@
+"""Prometheus metrics of one guardd: what it decided, how long requests and
+log commits took, and what its agents hold.
+
+Each app has its own ``CollectorRegistry`` (never prometheus_client's global
+one), so tests and several apps in one process keep their counts apart.
+
+Cost on the decision path is kept to a few dict lookups and one ``observe``
+a request: label children are made once per label set and kept in dicts;
+commits are observed once a batch on the writer thread; gauges (pending
+approvals, agents by state, log bytes) are not updated by any request but
+computed from the agents' registry when ``/metrics`` is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from time import perf_counter
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from quart import Quart, Response
+from quart.typing import ResponseTypes
+from quart.wrappers import Request
+from werkzeug.routing import Rule
+
+from agents_runtime.registry import Registry
+from guardd.errors import register_error_handlers
+from guardd.jsonio import SECURITY_HEADERS
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Seconds. Decisions take a few ms alone and tens under load; a long-poll
+# (GET .../actions/<id>?wait=) may take up to a minute.
+REQUEST_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+)  # fmt: skip
+# Seconds of one write or one fsync of a batch.
+IO_BUCKETS = (
+    0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 0.5, 1.0,
+)  # fmt: skip
+# Records in one batch: up to 256 commands (the actor's MAX_BATCH), each
+# writing one to three records.
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+UNMATCHED = "unmatched"  # the route label of a request no route matched
+# The method label of a request no route matched: one of these, else "other",
+# so that made-up methods cannot grow the label set.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class Metrics:
+    """The metrics of one app, and the cheap calls that record them."""
+
+    def __init__(self, agents: Registry) -> None:
+        self.registry = CollectorRegistry()
+        self.decisions = Counter(
+            "guard_decisions",
+            "Decisions answered, by decision and reason code (reason is empty when allowed "
+            "or pending)",
+            ("decision", "reason"),
+            registry=self.registry,
+        )
+        self.requests = Histogram(
+            "guard_request_duration_seconds",
+            "Time the app took to answer a request, by route rule and method",
+            ("route", "method"),
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_records = Histogram(
+            "guard_commit_batch_records",
+            "Records written by one commit (one write and one fsync)",
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.write_seconds = Histogram(
+            "guard_log_write_seconds",
+            "Time of the write of one commit",
+            buckets=IO_BUCKETS,
+            registry=self.registry,
+        )
+        self.fsync_seconds = Histogram(
+            "guard_log_fsync_seconds",
+            "Time of the fsync of one commit",
+            buckets=IO_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(AgentsCollector(agents))
+        self._count_decision: dict[tuple[str, str], Callable[[], None]] = {}
+        self._observe_request: dict[tuple[str, str], Callable[[float], None]] = {}
+        self._observe_batch = self.batch_records.observe
+        self._observe_write = self.write_seconds.observe
+        self._observe_fsync = self.fsync_seconds.observe
+        agents.committer.on_commit = self.commit
+
+    def decision(self, reply: dict[str, Any]) -> None:
+        """Count the decision a request, an approval or a rejection answered with."""
+        reason = reply.get("reason")
+        key = (reply["decision"], reason["code"] if reason else "")
+        inc = self._count_decision.get(key)
+        if inc is None:
+            inc = self._count_decision[key] = self.decisions.labels(*key).inc
+        inc()
+
+    def request(self, rule: Rule | None, method: str, seconds: float) -> None:
+        """Observe one request's time under its route rule (never its path)."""
+        if rule is None:
+            key = (UNMATCHED, method if method in _METHODS else "other")
+        else:
+            # A matched rule allows only its own few methods.
+            key = (rule.rule, method)
+        observe = self._observe_request.get(key)
+        if observe is None:
+            observe = self._observe_request[key] = self.requests.labels(*key).observe
+        observe(seconds)
+
+    def commit(self, records: int, write: float, fsync: float) -> None:
+        """Observe one batch (called on the writer thread that wrote it)."""
+        self._observe_batch(records)
+        self._observe_write(write)
+        self._observe_fsync(fsync)
+
+    def exposition(self) -> bytes:
+        """Every metric in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+class AgentsCollector(Collector):
+    """Gauges read off the agents' registry at scrape time: nothing on the
+    decision path keeps them. A scrape runs on the event loop, as the actors
+    do, so it reads each agent's state between two batches."""
+
+    def __init__(self, agents: Registry) -> None:
+        self.agents = agents
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        agents = self.agents
+        active = terminated = pending = log_bytes = 0
+        for actor in agents.actors.values():
+            state = actor.state
+            if state.alive:
+                active += 1
+            else:
+                terminated += 1
+            pending += len(state.pending)
+            log_bytes += actor.committed_length
+        for agent_id in agents.quarantined:
+            # A quarantined log is left as it is on disk; so few that a stat each is cheap.
+            try:
+                log_bytes += agents.data_dir.log_path(agent_id).stat().st_size
+            except OSError:
+                pass
+        by_state, pending_family, bytes_family = self._families()
+        by_state.add_metric(("active",), active)
+        by_state.add_metric(("terminated",), terminated)
+        by_state.add_metric(("quarantined",), len(agents.quarantined))
+        pending_family.add_metric((), pending)
+        bytes_family.add_metric((), log_bytes)
+        yield from (by_state, pending_family, bytes_family)
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily("guard_agents", "Agents by state", labels=("state",)),
+            GaugeMetricFamily(
+                "guard_pending_approvals", "Actions waiting for an operator's decision", labels=()
+            ),
+            GaugeMetricFamily(
+                "guard_log_bytes",
+                "Bytes in the agents' logs: committed records, and quarantined logs as on disk",
+                labels=(),
+            ),
+        )
+
+
+class TimedQuart(Quart):
+    """A Quart app that observes how long it takes to answer each request.
+
+    Timing ``handle_request`` costs two clock readings and one ``observe``
+    a request, with no before/after hook to run; the route's rule is known
+    by then (the request was matched when its context was pushed)."""
+
+    metrics: Metrics
+
+    async def handle_request(self, request: Request) -> ResponseTypes:
+        started = perf_counter()
+        try:
+            return await super().handle_request(request)
+        finally:
+            self.metrics.request(request.url_rule, request.method, perf_counter() - started)
+
+
+def metrics_response(metrics: Metrics) -> Response:
+    headers = {"Cache-Control": "no-store", **SECURITY_HEADERS}
+    return Response(metrics.exposition(), content_type=CONTENT_TYPE, headers=headers)
+
+
+def create_metrics_app(metrics: Metrics) -> Quart:
+    """The app of the ``--metrics-listen`` address: ``GET /metrics`` without
+    a token and nothing else (any other path is 404), so that the address
+    can be opened to a scraper without opening the API. It shares the main
+    app's ``metrics``; its own requests are not timed."""
+    app = Quart("guardd-metrics", static_folder=None)
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    register_error_handlers(app)
+
+    @app.get("/metrics")
+    async def metrics_page() -> Response:
+        return metrics_response(metrics)
+
+    @app.after_request
+    async def _headers(response: Response) -> Response:
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    return app
