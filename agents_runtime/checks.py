@@ -1,6 +1,6 @@
 """The decision core: pure, no I/O, no clock (``now`` is passed in).
 
-Checks run in the order of SERVICE.md; the first failure wins:
+Checks run in this order; the first failure wins:
 terminated, tool_not_allowed, tool_call_limit, rate_limited, insufficient_budget.
 """
 

@@ -3,9 +3,9 @@
 guardd reads the environment variable ``GUARD_TEST_FAULTS`` once at startup.
 When it is set, the log of each agent it names is written through a
 ``FaultyIO`` instead of the real ``FileIO``, so the tests can prove what the
-service does when a disk fails (DECISIONS.md section 5: the request gets 500
-``internal``, the agent accepts no more writes until restart, its state never
-runs ahead of its file). Unset or empty, nothing changes.
+service does when a disk fails (docs/design.md, "Write failures fence the
+agent": the request gets 500 ``internal``, the agent accepts no more writes
+until restart, its state never runs ahead of its file). Unset or empty, nothing changes.
 
 The value is a comma-separated list of ``<agent_id>:<fault>[:<after>]``:
 

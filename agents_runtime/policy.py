@@ -1,4 +1,4 @@
-"""The policy model (DECISIONS.md section 1) and its strict parser.
+"""The policy model and its strict parser.
 
 Unknown keys, wrong types, negative numbers, NaN and infinities are refused
 with one message naming the key path, e.g.

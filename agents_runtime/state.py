@@ -362,7 +362,7 @@ _APPLY = {
 RECORD_KINDS = frozenset(_APPLY)
 
 
-# Views: the JSON shapes of SERVICE.md, built from state.
+# Views: the JSON shapes of the HTTP API (docs/api.md), built from state.
 
 
 def status_json(state: AgentState) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """``audit verify``: run a Source through the chain verifier and say what
-the result proves (SERVICE.md, "Audit tool")."""
+the result proves (docs/log-format.md, "The audit tool")."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ class Outcome:
         return self.report.ok
 
     def to_json(self) -> dict[str, Any]:
-        """The ``--json`` report: the keys SERVICE.md names, then the
-        documented extras (docs/log-format.md, "The audit tool")."""
+        """The ``--json`` report: the keys docs/log-format.md ("The audit
+        tool") lists."""
         report, source = self.report, self.source
         genesis_seen = report.first_seq == 0 and report.records > 0
         return {

@@ -73,7 +73,7 @@ DECIDE_BODY = {
 }  # keep in step with DECIDE_BODY in bench/wrk/guard.lua
 OUTCOME_BODY = {"status": "success", "detail": "5 results"}
 
-# Targets of the issue, as ratios to the floor in the same run.
+# Our targets, as ratios to the floor in the same run (docs/benchmarks.md).
 TARGETS = {
     ("decide", 64): {"throughput": 0.6, "p99": 1.5},
     ("status", 64): {"throughput": 0.8},

@@ -1,6 +1,6 @@
 """Where the clients find the service's address and their tokens.
 
-Order, first found wins (DECISIONS.md section 8):
+Order, first found wins (docs/sdk.md, "Discovery"):
 
 - address: the ``base_url`` argument, ``GUARD_URL`` in the environment, then
   in ``./.env``, else ``http://127.0.0.1:9200``;

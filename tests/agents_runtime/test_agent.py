@@ -1,7 +1,7 @@
-"""The rows of SERVICE.md's tables and the lifecycle details of DECISIONS.md
-section 6, each driven through a real registry and actor (no HTTP), with a
-clock the test moves. Every test ends by checking that the state rebuilt from
-the file on disk equals the live state (``running_agent`` does it on exit)."""
+"""The state tables of docs/records.md and the agent lifecycle, each driven
+through a real registry and actor (no HTTP), with a clock the test moves.
+Every test ends by checking that the state rebuilt from the file on disk
+equals the live state (``running_agent`` does it on exit)."""
 
 from __future__ import annotations
 
@@ -648,7 +648,7 @@ async def test_operator_scars_after_termination_are_recorded_without_effect(
         assert status["termination_reason"] == "stop"
 
 
-# -- DECISIONS.md section 6 ---------------------------------------------------------
+# -- The agent lifecycle ---------------------------------------------------------------
 
 
 async def test_status_requested_is_never_seen_after_the_decision(tmp_path: Path) -> None:
@@ -864,7 +864,7 @@ async def test_set_policy_lowering_the_scar_limit_to_the_score_terminates(tmp_pa
         assert status["termination_reason"] == "scar_limit"
 
 
-# -- Call cap and rate limit counting (DECISIONS.md section 1) ---------------------------
+# -- Call cap and rate limit counting ---------------------------------------------------
 
 
 async def test_call_cap_counts_allowed_calls_only(tmp_path: Path) -> None:

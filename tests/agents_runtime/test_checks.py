@@ -36,7 +36,7 @@ def state_with(
 
 # Every check fails at once for tool "t": terminated, unknown tool, call cap,
 # rate limit and budget. Removing failures one at a time from the front walks
-# the order of SERVICE.md.
+# the order documented in agents_runtime/checks.py.
 TOOLS_CAPPED = {"t": {"cost": 5, "max_calls": 1}}
 RATE = {"max_actions": 1, "window_secs": 60}
 

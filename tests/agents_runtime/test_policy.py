@@ -1,4 +1,4 @@
-"""The policy parser: every key of DECISIONS.md section 1, and every way to get
+"""The policy parser: every key of a policy, and every way to get
 one wrong, each refused with one message naming the key path."""
 
 from __future__ import annotations

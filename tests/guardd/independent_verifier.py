@@ -1,5 +1,5 @@
 """An independent verifier of guard logs, written from the format description
-alone (docs/log-format.md; DECISIONS.md section 4). It shares no code with
+alone (docs/log-format.md). It shares no code with
 agents_runtime and uses only hashlib, nacl, rfc8785 and json, so a test that
 passes with it shows the log can be checked by someone who has only the
 document and the public key.

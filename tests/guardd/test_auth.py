@@ -1,4 +1,4 @@
-"""The authentication matrix of SERVICE.md "Authentication" and DECISIONS.md section 3."""
+"""The authentication matrix of docs/api.md, "Authentication"."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ PER_AGENT = [p for p in ENDPOINTS if p.values[0].per_agent]  # type: ignore[unio
 
 
 def mint(token_key: bytes, agent_id: str) -> str:
-    """An agent token exactly as DECISIONS.md section 3 derives it."""
+    """An agent token minted independently, the way agents_runtime/keys.py mints one."""
     mac = hmac.new(token_key, b"agent-token/v1:" + agent_id.encode(), hashlib.sha256).digest()
     return f"agt_{agent_id}." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 

@@ -1,4 +1,4 @@
-"""Every row of the endpoint table of SERVICE.md, over real HTTP."""
+"""Every row of the endpoint table of docs/api.md, over real HTTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every error code of SERVICE.md "Errors" and DECISIONS.md section 7, each
+"""Every error code of docs/api.md "Errors", each
 with the ``{error, code}`` body. (401 and 403 are walked in test_auth.py,
 503 quarantined and read_only in test_restart.py.)"""
 

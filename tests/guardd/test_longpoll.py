@@ -1,5 +1,5 @@
-"""Long-polling an action: ``GET .../actions/:id?wait=N`` (SERVICE.md rule 3,
-DECISIONS.md section 6)."""
+"""Long-polling an action: ``GET .../actions/:id?wait=N`` (docs/api.md,
+"Parameters")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Restarts: state rebuilt from the logs is identical; a tampered log
 quarantines only its agent; a torn tail is moved aside; without
-``keys/audit.key`` the service is read-only (DECISIONS.md section 5)."""
+``keys/audit.key`` the service is read-only (docs/design.md)."""
 
 from __future__ import annotations
 

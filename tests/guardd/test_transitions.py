@@ -1,4 +1,4 @@
-"""The state tables of SERVICE.md through the API: action transitions, checks
+"""The state tables of docs/records.md through the API: action transitions, checks
 and deny reasons (exact ``reason`` fields), outcomes, scars, the agent
 lifecycle, exact money and the Idempotency-Key."""
 

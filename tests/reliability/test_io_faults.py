@@ -1,12 +1,12 @@
 """A disk that fails: short writes, EIO on write, EIO on fsync.
 
 guardd is started with GUARD_TEST_FAULTS (agents_runtime/faults.py), which
-makes the log writes of one agent fail after one good append. DECISIONS.md
-section 5: the request that hits the failure, and every request after it that
-would write that agent's log, is answered 500 ``internal``, never as a
-success; reads show the committed state (the state never runs ahead of the
-file); other agents go on; after a restart without the fault the state is
-what the log says.
+makes the log writes of one agent fail after one good append. What must
+happen (docs/design.md, "Write failures fence the agent"): the request that
+hits the failure, and every request after it that would write that agent's
+log, is answered 500 ``internal``, never as a success; reads show the
+committed state (the state never runs ahead of the file); other agents go on;
+after a restart without the fault the state is what the log says.
 
 A short write leaves the first half of a line, without its newline, at the end
 of the file. That is exactly what a crash in the middle of a write leaves, it
