@@ -1,11 +1,12 @@
 """The OpenAPI 3.1 document of the HTTP API, served at ``GET /v1/openapi.json``.
 
-Built as a plain dict from small helpers so that each operation reads like the
-table in SERVICE.md: its parameters, its body, its answer and the error codes
-it can give. Limits come from the modules that enforce them, so the document
-cannot drift from the server on a number. ``tests/guardd/test_openapi.py``
-checks that every route of the app is here and nowhere else, and
-``tests/guardd/test_schemathesis.py`` checks real answers against it.
+Built as a plain dict from small helpers so that each operation reads like a
+row of the endpoint table in docs/api.md: its parameters, its body, its answer
+and the error codes it can give. Limits come from the modules that enforce
+them, so the document cannot drift from the server on a number.
+``tests/guardd/test_openapi.py`` checks that every route of the app is here
+and nowhere else, and ``tests/guardd/test_schemathesis.py`` checks real
+answers against it.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def _policy_schemas() -> dict[str, Schema]:
         },
         required=["budget", "scar_limit", "tools"],
         description=(
-            "An agent's policy (DECISIONS.md section 1). `default` is the rule for any tool "
+            "An agent's policy. `default` is the rule for any tool "
             "not in `tools` (null or absent: such tools are denied `tool_not_allowed`); "
             "its `max_calls` counts per tool name. Unknown keys anywhere are 400 "
             "`bad_request` naming the key, so a typo is never silently ignored."

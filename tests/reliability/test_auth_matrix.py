@@ -1,5 +1,5 @@
 """Every route of guardd/app.py x every kind of caller gives exactly the status
-SERVICE.md ("Authentication") and DECISIONS.md section 3 say:
+docs/api.md ("Authentication") says:
 
 - missing, garbage, or minted with another token.key: 401 ``unauthorized``;
 - an agent token on an admin-only endpoint, or on another agent's path
