@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: run test lint bench chromium wrk clean
+.PHONY: run test lint bench chromium wrk strace clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -31,7 +31,7 @@ lint: $(VENV)/.installed-dev
 test: $(VENV)/.installed-dev chromium lint
 	$(BIN)/pytest
 
-bench: $(VENV)/.installed-dev wrk
+bench: $(VENV)/.installed-dev wrk strace
 	$(BIN)/python -m bench
 
 # The console tests drive Debian's Chromium; Playwright cannot download a browser here.
@@ -51,6 +51,16 @@ wrk:
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq wrk >/dev/null; \
 	else \
 		echo "make bench needs wrk: run 'sudo apt-get install wrk'" >&2; exit 1; \
+	fi
+
+# The slow-disk benchmark delays guardd's fsyncs with strace's fault injection.
+strace:
+	@if command -v strace >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's strace for the slow-disk benchmark"; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq strace >/dev/null; \
+	else \
+		echo "make bench needs strace: run 'sudo apt-get install strace'" >&2; exit 1; \
 	fi
 
 clean:
