@@ -67,11 +67,13 @@ def _refuse_write(fields: dict[str, Any]) -> None:
 @attrs.frozen
 class LogView:
     """Where the committed records of an agent's log are: the first ``length``
-    bytes of ``path``; the file beyond that may hold a write in progress."""
+    bytes of ``path``; the file beyond that may hold a write in progress, or
+    when ``fenced`` what a failed write left (a start sorts it out)."""
 
     path: Path
     length: int
     head: Head
+    fenced: bool = False
 
 
 @attrs.frozen
@@ -241,11 +243,17 @@ class AgentActor:
         committer: Committer,
         public_key: bytes,
         clock: Clock = wall_clock,
+        moved: set[str] | None = None,
     ) -> None:
         self.state = state
         self.logfile = logfile
         self.signer = signer
         self.committed_length = committed_length
+        # The head of the records known to be on disk (state.head runs ahead
+        # of it while a batch is written). Each batch committed puts the
+        # agent's ID in ``moved``, the registry's set of heads to checkpoint.
+        self.committed_head = state.head
+        self.moved = moved if moved is not None else set()
         self.committer = committer
         self.public_key = public_key
         self.clock = clock
@@ -297,7 +305,9 @@ class AgentActor:
             if kind is c.WatchAction:
                 return self._watch(command.action_id)
             if kind is c.GetLogView:
-                return LogView(self.state_path, self.committed_length, self.state.head)
+                # The committed head: records of this batch are not on disk yet.
+                fenced = self.fenced is not None
+                return LogView(self.state_path, self.committed_length, self.committed_head, fenced)
             raise TypeError(f"not a command: {command!r}")
         if kind in _WRITES:
             if self.signer is None:
@@ -388,6 +398,7 @@ class AgentActor:
         else:
             self.committed_length += len(data)
             self.state.records.written()
+            self._committed()
 
     async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
         answers: list[tuple[asyncio.Future[Any], Any]] = []
@@ -422,6 +433,7 @@ class AgentActor:
             else:
                 self.committed_length += len(data)
                 self.state.records.written()
+                self._committed()
         for future, result in answers:
             if not future.done():  # done: its caller was cancelled
                 future.set_result(result)
@@ -430,6 +442,12 @@ class AgentActor:
                 future.set_exception(error)
         self._wake_watchers()
         return stop
+
+    def _committed(self) -> None:
+        """A batch is on disk: its last record is the committed head (no
+        record is sealed between the write's end and this)."""
+        self.committed_head = self.state.head
+        self.moved.add(self.state.agent_id)
 
     def _fence(self, exc: LogWriteError) -> None:
         log.error("agent %s: %s; refusing writes until restart", self.state.agent_id, exc)

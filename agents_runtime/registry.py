@@ -1,14 +1,21 @@
 """The registry: loads every agent at startup, starts and finds actors,
 creates agents, and stops them all cleanly.
 
-Loading verifies each log and folds it into state. A final line cut by a
-crash (a torn tail) is moved aside to ``<id>.jsonl.torn``; any other failure
-quarantines the agent for the life of the process, leaving its file as it is.
+Loading verifies each log, against its checkpoint when it has one, and
+folds it into state. A final line cut by a crash (a torn tail) is moved aside
+to ``<id>.jsonl.torn``; any other failure quarantines the agent for the life
+of the process, leaving its file as it is. Odd entries of ``agents/`` are
+reported and skipped.
+
+While serving, a background task writes the checkpoint of each agent whose
+committed head moved, at most once every CHECKPOINT_EVERY seconds and once
+more at a graceful stop (agents_runtime/checkpoint.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -23,6 +30,7 @@ import attrs
 
 from agents_runtime import canonical
 from agents_runtime.actor import AgentActor, AgentRef, Clock, Committer, wall_clock
+from agents_runtime.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.commands import GetStatus
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import (
@@ -40,9 +48,13 @@ from agents_runtime.record import Head, genesis_fields, seal, timestamp_micros
 from agents_runtime.recordstore import FileRecords
 from agents_runtime.replay import Loaded, load_log
 from agents_runtime.state import AgentState, apply, status_json
-from agents_runtime.verify import Failure
+from agents_runtime.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
 
 log = logging.getLogger("agents_runtime.registry")
+
+# How often the heads that moved are written to their checkpoint files: the
+# most a checkpoint trails its log's committed head while guardd runs.
+CHECKPOINT_EVERY = 1.0
 
 
 @attrs.frozen
@@ -51,6 +63,7 @@ class LoadSummary:
     quarantined: dict[str, Failure]
     torn: list[str]  # agents whose torn tail was moved aside
     removed: int  # unfinished creations cleaned up
+    odd: list[str] = attrs.field(factory=list)  # one line per odd entry of agents/, skipped
 
 
 class Registry:
@@ -62,8 +75,10 @@ class Registry:
         committer: Committer | None = None,
         clock: Clock = wall_clock,
         io_for: Callable[[str], FileIO] | None = None,
+        checkpoint_dir: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.checkpoints = CheckpointDir(checkpoint_dir or data_dir.checkpoints_dir)
         self.ring = ring
         self.committer = committer or Committer()
         self.clock = clock
@@ -74,6 +89,19 @@ class Registry:
         self._creating: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._running = False
+        # Checkpoints: the head each file holds (as read or last written),
+        # the agents whose committed head moved since the last round, and the
+        # loaded logs to fsync before a checkpoint first names their records.
+        self._saved: dict[str, Head] = {}
+        self._moved: set[str] = set()
+        self._unsynced: set[str] = set()
+        self._closing = asyncio.Event()
+        self._checkpointer: asyncio.Task[None] | None = None
+        # One writer of checkpoint files at a time, never one going backwards:
+        # a round still on its thread when stop() gives up waiting for it
+        # must not overwrite the final round's newer heads.
+        self._write_lock = threading.Lock()
+        self._written_seq: dict[str, int] = {}
 
     # -- startup -------------------------------------------------------------
 
@@ -86,20 +114,67 @@ class Registry:
         quarantines decided exactly as when it does it all by itself."""
         removed = len(self.data_dir.remove_unfinished())
         torn: list[str] = []
-        ids = self.data_dir.agent_ids()
-        logs = _load_logs(self.data_dir, ids, self.ring.public_key, self.ring.signer, workers)
+        scan = self.data_dir.scan()
+        for line in scan.odd:
+            log.warning("%s", line)
+        checkpoints = self._read_checkpoints(scan.agent_ids)
+        ids = [agent_id for agent_id in scan.agent_ids if agent_id not in self.quarantined]
+        logs = _load_logs(
+            self.data_dir,
+            ids,
+            [checkpoints.get(agent_id) for agent_id in ids],
+            self.ring.public_key,
+            self.ring.signer,
+            workers,
+        )
         for loaded in logs:
             if self._adopt(loaded):
                 if loaded.contents.torn_tail is not None:
                     torn.append(loaded.agent_id)
-        return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed)
+        return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
+
+    def _read_checkpoints(self, ids: list[str]) -> dict[str, Checkpoint]:
+        """Each agent's checkpoint. One that cannot be read quarantines its
+        agent; so does a checkpoint whose log is gone, the whole log being
+        the furthest a log can be cut."""
+        if not self.ring.read_only:
+            self.checkpoints.prepare()
+        found: dict[str, Checkpoint] = {}
+        for agent_id in ids:
+            try:
+                checkpoint = self.checkpoints.read(agent_id)
+            except CheckpointFileError as exc:
+                self._quarantine(agent_id, Failure(0, None, CHECKPOINT_UNREADABLE), str(exc))
+                continue
+            if checkpoint is not None:
+                found[agent_id] = checkpoint
+                self._saved[agent_id] = Head(checkpoint.seq, checkpoint.hash)
+        known = set(ids)
+        for agent_id in self.checkpoints.agent_ids():
+            if agent_id in known:
+                continue
+            try:
+                checkpoint = self.checkpoints.read(agent_id)
+            except CheckpointFileError:
+                checkpoint = None
+            seq = checkpoint.seq if checkpoint is not None else None
+            self._quarantine(
+                agent_id,
+                Failure(1, seq, TRUNCATED),
+                f"it has a checkpoint ({self.checkpoints.path(agent_id)}) but no log",
+            )
+        return found
+
+    def _quarantine(self, agent_id: str, failure: Failure, detail: str | None = None) -> None:
+        self.quarantined[agent_id] = failure
+        more = f" ({detail})" if detail else ""
+        log.error("agent %s quarantined: %s%s", agent_id, quarantine_message(failure), more)
 
     def _adopt(self, loaded: Loaded) -> bool:
         agent_id = loaded.agent_id
         if loaded.state is None:
             assert loaded.failure is not None
-            self.quarantined[agent_id] = loaded.failure
-            log.error("agent %s quarantined: %s", agent_id, quarantine_message(loaded.failure))
+            self._quarantine(agent_id, loaded.failure)
             return False
         path = self.data_dir.log_path(agent_id)
         contents = loaded.contents
@@ -118,6 +193,21 @@ class Registry:
         else:
             logfile = LogFile.open(path, self.io_for(agent_id))
         self.actors[agent_id] = self._actor(loaded.state, logfile, length)
+        head = loaded.state.head
+        saved = self._saved.get(agent_id)
+        if saved is None:
+            log.warning(
+                "agent %s: no checkpoint; %s from its verified log (%s)",
+                agent_id,
+                "not written (read-only)" if self.ring.read_only else "one is written",
+                head.checkpoint(),
+            )
+        if saved != head:
+            # Records this process has not fsynced itself: the log is fsynced
+            # before a checkpoint names them (kill -9 keeps them in the page
+            # cache, a power loss might not).
+            self._moved.add(agent_id)
+            self._unsynced.add(agent_id)
         return True
 
     def _actor(self, state: AgentState, logfile: LogFile, length: int) -> AgentActor:
@@ -129,6 +219,7 @@ class Registry:
             committer=self.committer,
             public_key=self.ring.public_key,
             clock=self.clock,
+            moved=self._moved,
         )
         if self._running:
             self._start(actor)
@@ -152,6 +243,56 @@ class Registry:
         for actor in self.actors.values():
             if actor.task is None:
                 self._start(actor)
+        if not self.ring.read_only and self._checkpointer is None:
+            self._closing.clear()
+            self._checkpointer = asyncio.get_running_loop().create_task(
+                self._checkpoint_rounds(), name="checkpoints"
+            )
+
+    # -- checkpoints ---------------------------------------------------------
+
+    async def _checkpoint_rounds(self) -> None:
+        """Write the heads that moved, every CHECKPOINT_EVERY seconds, until
+        stop() asks for the end (a round under way is finished first)."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), CHECKPOINT_EVERY)
+                return
+            await self.save_checkpoints()
+
+    async def save_checkpoints(self) -> None:
+        """Write the checkpoint of every agent whose committed head moved
+        since it was last written, on a thread: never on the decision path.
+        A failed write is logged and tried again next round."""
+        moved = [a for a in self._moved if a in self.actors]
+        self._moved.clear()
+        heads = {}
+        for agent_id in moved:
+            head = self.actors[agent_id].committed_head
+            if head != self._saved.get(agent_id):
+                heads[agent_id] = head
+        if not heads:
+            return
+        sync = [self.data_dir.log_path(a) for a in heads if a in self._unsynced]
+        try:
+            await asyncio.to_thread(self._write_checkpoints, heads, sync)
+        except OSError as exc:
+            log.error(
+                "writing checkpoints to %s failed: %s; trying again",
+                self.checkpoints.root,
+                exc.strerror or exc,
+            )
+            self._moved.update(heads)
+            return
+        self._saved.update(heads)
+        self._unsynced.difference_update(heads)
+
+    def _write_checkpoints(self, heads: dict[str, Head], sync: list[Path]) -> None:
+        with self._write_lock:
+            written = self._written_seq
+            newer = {a: h for a, h in heads.items() if h.seq > written.get(a, -1)}
+            self.checkpoints.write(newer, sync)
+            written.update((a, h.seq) for a, h in newer.items())
 
     # -- lookup --------------------------------------------------------------
 
@@ -225,6 +366,7 @@ class Registry:
                 log.error("creating agent %s failed: %s", agent_id, exc)
                 raise
             self.actors[agent_id] = self._actor(state, logfile, len(data))
+            self._moved.add(agent_id)  # created durably: its first checkpoint is due
             return status_json(state)
         finally:
             self._creating.discard(agent_id)
@@ -253,6 +395,12 @@ class Registry:
         # Writers finish what is queued (a cancelled actor's batch included)
         # before any log is closed.
         self.committer.close()
+        if self._checkpointer is not None:
+            self._closing.set()
+            await asyncio.wait([self._checkpointer], timeout=grace)
+            self._checkpointer = None
+            # Every head is final now: the checkpoints end where the logs do.
+            await self.save_checkpoints()
         for actor in self.actors.values():
             if actor.logfile is not None:
                 actor.logfile.close()
@@ -288,6 +436,7 @@ def load_workers() -> int:
 def _load_logs(
     data_dir: DataDir,
     ids: list[str],
+    checkpoints: list[Checkpoint | None],
     public_key: bytes,
     signer: Signer | None,
     workers: int | None,
@@ -301,13 +450,13 @@ def _load_logs(
     sizes = [_size(data_dir.log_path(agent_id)) for agent_id in ids]
     done = 0
     if workers > 1 and sum(sizes) >= PARALLEL_LOAD_BYTES:
-        tasks: list[list[str]] = [[]]
+        tasks: list[list[tuple[str, Checkpoint | None]]] = [[]]
         task_bytes = 0
-        for agent_id, size in zip(ids, sizes, strict=True):
+        for agent_id, checkpoint, size in zip(ids, checkpoints, sizes, strict=True):
             if task_bytes >= LOAD_TASK_BYTES:
                 tasks.append([])
                 task_bytes = 0
-            tasks[-1].append(agent_id)
+            tasks[-1].append((agent_id, checkpoint))
             task_bytes += size
         # fork is cheapest and imports nothing again, but is only safe while this
         # process has one thread (guardd at startup); otherwise spawn.
@@ -328,17 +477,23 @@ def _load_logs(
             log.warning("verifying logs in worker processes failed (%s); going on here", exc)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-    for agent_id in ids[done:]:
-        yield load_log(data_dir.log_path(agent_id), agent_id, public_key, signer=signer)
+    for agent_id, checkpoint in zip(ids[done:], checkpoints[done:], strict=True):
+        yield load_log(
+            data_dir.log_path(agent_id), agent_id, public_key, signer=signer, checkpoint=checkpoint
+        )
 
 
 def _load_task(
-    data_dir: DataDir, ids: list[str], public_key: bytes, signer: Signer | None
+    data_dir: DataDir,
+    agents: list[tuple[str, Checkpoint | None]],
+    public_key: bytes,
+    signer: Signer | None,
 ) -> list[Loaded]:
     """In a worker process: verify and fold these agents' logs."""
     out = []
-    for agent_id in ids:
-        loaded = load_log(data_dir.log_path(agent_id), agent_id, public_key, signer=signer)
+    for agent_id, checkpoint in agents:
+        path = data_dir.log_path(agent_id)
+        loaded = load_log(path, agent_id, public_key, signer=signer, checkpoint=checkpoint)
         out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
     return out
 
@@ -355,6 +510,8 @@ def timestamp_now(clock: Clock) -> str:
 
 
 def quarantine_message(failure: Failure) -> str:
+    if failure.line == 0:  # not about a line of the log (its checkpoint file)
+        return failure.reason
     seq = "?" if failure.seq is None else failure.seq
     return f"line {failure.line} (seq {seq}): {failure.reason}"
 

@@ -11,7 +11,7 @@ from agents_runtime.keys import Signer
 from agents_runtime.logfile import LogContents, read_log, split_log
 from agents_runtime.recordstore import FileRecords, MemoryRecords, RecordStore
 from agents_runtime.state import AgentState, apply
-from agents_runtime.verify import ChainVerifier, Failure
+from agents_runtime.verify import ChainVerifier, Checkpoint, Failure
 
 
 @attrs.frozen
@@ -37,7 +37,7 @@ def replay_lines(
     """Verify and fold ``lines``; the state reads records back from the file
     at ``path`` (which holds these lines first), or from memory without one."""
     contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
-    return _replay(agent_id, contents, public_key, path, signer)
+    return _replay(agent_id, contents, public_key, path, signer, None)
 
 
 def _replay(
@@ -46,9 +46,12 @@ def _replay(
     public_key: bytes,
     path: Path | None,
     signer: Signer | None,
+    checkpoint: Checkpoint | None,
 ) -> Loaded:
     lines = contents.lines
-    verifier = ChainVerifier(public_key=public_key, log_id=agent_id, signer=signer)
+    verifier = ChainVerifier(
+        public_key=public_key, log_id=agent_id, signer=signer, checkpoint=checkpoint
+    )
     records: RecordStore = MemoryRecords() if path is None else FileRecords(path)
     state = AgentState(agent_id, records=records)
     feed, add = verifier.feed, records.add
@@ -57,6 +60,8 @@ def _replay(
             record = feed(line)
             apply(state, record)
             add(record, line + b"\n")
+        if verifier.count:
+            verifier.finish()  # the checkpoint reached, a policy record present
     except VerificationError as exc:
         return Loaded(agent_id, None, exc.failure, contents)
     except (KeyError, TypeError, ValueError) as exc:
@@ -76,12 +81,14 @@ def load_log(
     *,
     length: int | None = None,
     signer: Signer | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> Loaded:
     """Verify and fold a log file. ``length`` limits it to its committed bytes;
-    ``signer`` (the key's holder) makes checking signatures cheaper."""
+    ``signer`` (the key's holder) makes checking signatures cheaper; the log
+    must reach ``checkpoint`` unchanged."""
     if length is None:
         contents = read_log(path)
     else:
         with path.open("rb") as fh:
             contents = split_log(fh.read(length))
-    return _replay(agent_id, contents, public_key, path, signer)
+    return _replay(agent_id, contents, public_key, path, signer, checkpoint)

@@ -47,6 +47,9 @@ CHECKPOINT_MISMATCH = "checkpoint hash mismatch"
 CHECKPOINT_OUTSIDE = "checkpoint is before the first record"
 NOT_WHOLE = "log does not start at seq 0"
 NO_POLICY = "seq 1 is not a policy record"
+NO_POLICY_RECORD = "log has no policy record"
+CHECKPOINT_UNREADABLE = "checkpoint file is unreadable"
+AFTER_HEAD = "bytes after the committed head"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
@@ -350,13 +353,18 @@ class ChainVerifier:
         self.log_id = log_id
 
     def finish(self) -> None:
-        """Checks that need the whole log: the checkpoint must have been reached."""
-        if self.checkpoint is None or self.checkpoint_seen:
-            return
-        first = self.first_seq
-        if first is not None and self.checkpoint.seq < first:
-            raise VerificationError(Failure(1, first, CHECKPOINT_OUTSIDE))
-        raise VerificationError(Failure(self.count + 1, self.checkpoint.seq, TRUNCATED))
+        """Checks that need the whole log: the checkpoint must have been
+        reached, and an agent's own log must hold its policy record."""
+        if self.checkpoint is not None and not self.checkpoint_seen:
+            first = self.first_seq
+            if first is not None and self.checkpoint.seq < first:
+                raise VerificationError(Failure(1, first, CHECKPOINT_OUTSIDE))
+            raise VerificationError(Failure(self.count + 1, self.checkpoint.seq, TRUNCATED))
+        if self.expected_log_id is not None and self.first_seq == 0 and self.count == 1:
+            # A log is created holding genesis and policy in one step, so a
+            # genesis alone was cut short; served, the agent would have no
+            # policy and write records this verifier then rejects.
+            raise VerificationError(Failure(2, 1, NO_POLICY_RECORD))
 
     def report(self, failure: Failure | None) -> Report:
         signatures = self._verify_key is not None

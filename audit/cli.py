@@ -1,6 +1,7 @@
 """The ``audit`` command: offline verification and display of agent logs.
 
-    audit verify <file> [--public-key HEX] [--checkpoint SEQ:HASH] [--log-id ID] [--json]
+    audit verify <file> [--public-key HEX] [--checkpoint SEQ:HASH | --checkpoint-file PATH]
+                        [--log-id ID] [--json]
     audit show <file> [--json]
 
 Exit status: 0 OK, 1 FAILED (or, for show, a line that is not a record),
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeAlias
 
+from agents_runtime.checkpoint import CheckpointFileError, read_checkpoint_file
 from agents_runtime.datadir import valid_agent_id
 from agents_runtime.verify import Checkpoint
 from audit.errors import AuditError, UsageError
@@ -62,6 +64,15 @@ def _checkpoint(text: str) -> Checkpoint:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _checkpoint_file(text: str) -> Checkpoint:
+    try:
+        return read_checkpoint_file(Path(text))
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"no such file: {text}") from None
+    except CheckpointFileError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _log_id(text: str) -> str:
     if not valid_agent_id(text):
         raise argparse.ArgumentTypeError(
@@ -83,11 +94,20 @@ def _add_verify(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--public-key", type=_public_key, metavar="HEX", help="the service's public key (hex)"
     )
-    parser.add_argument(
+    checkpoint = parser.add_mutually_exclusive_group()
+    checkpoint.add_argument(
         "--checkpoint",
         type=_checkpoint,
         metavar="SEQ:HASH",
         help="a head recorded earlier: the log must reach it unchanged",
+    )
+    checkpoint.add_argument(
+        "--checkpoint-file",
+        type=_checkpoint_file,
+        dest="checkpoint",
+        metavar="PATH",
+        help="the same, read from a file holding one line SEQ:HASH "
+        "(guardd keeps one per agent: <checkpoint-dir>/<id>.checkpoint)",
     )
     parser.add_argument(
         "--log-id",

@@ -58,7 +58,7 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         io_for = io_for_from_env(os.environ)
     except FaultSpecError as exc:
         raise SettingsError(str(exc)) from None
-    registry = Registry(data_dir, ring, io_for=io_for)
+    registry = Registry(data_dir, ring, io_for=io_for, checkpoint_dir=settings.checkpoint_dir)
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source
@@ -80,6 +80,7 @@ def print_startup(
         lines.append(f"quarantined: {agent_id}: {quarantine_message(failure)}")
     for agent_id in summary.torn:
         lines.append(f"torn tail moved aside: {agent_id} (see agents/{agent_id}.jsonl.torn)")
+    lines.extend(summary.odd)  # "skipped agents/<name>: <why>", one per odd entry
     if guard.ring.read_only:
         lines.append("read-only: keys/audit.key is missing; requests that would write get 503")
     print("\n".join(lines), file=out, flush=True)

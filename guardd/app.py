@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,11 @@ import console
 from agents_runtime import commands as c
 from agents_runtime.actor import AgentRef, LogView
 from agents_runtime.datadir import DataDir
+from agents_runtime.errors import VerificationError
 from agents_runtime.keys import KeyRing, agent_token
 from agents_runtime.logfile import split_log
 from agents_runtime.registry import Registry
-from agents_runtime.verify import Checkpoint, Report, verify_lines
+from agents_runtime.verify import AFTER_HEAD, ChainVerifier, Checkpoint, Failure, Report
 from guardd import bodies
 from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
 from guardd.errors import BadRequest, error_response, register_error_handlers
@@ -365,9 +367,55 @@ def _read_records(view: LogView, after: int, limit: int) -> list[Any]:
     return [loads(line) for line in lines[after + 1 : after + 1 + limit]]
 
 
+# Rereads of a file that ends in bytes without a newline after the committed
+# head, which may be a write of the agent still under way, before they count
+# as bytes that are not its own.
+AFTER_HEAD_READS = 3
+AFTER_HEAD_PAUSE = 0.02  # seconds
+
+
 def _verify(view: LogView, agent_id: str, public_key: bytes) -> Report:
     # The head this process committed is a checkpoint: a file cut short or
     # rewritten since startup fails, not just one whose chain breaks.
     checkpoint = Checkpoint(view.head.seq, view.head.hash) if view.head.seq >= 0 else None
-    lines = _committed_lines(view)
-    return verify_lines(lines, public_key=public_key, log_id=agent_id, checkpoint=checkpoint)
+    data = view.path.read_bytes()
+    lines = split_log(data[: view.length]).lines
+    verifier = ChainVerifier(public_key=public_key, log_id=agent_id, checkpoint=checkpoint)
+    try:
+        for line in lines:
+            verifier.feed(line)
+        verifier.finish()
+    except VerificationError as exc:
+        return verifier.report(exc.failure)
+    report = verifier.report(None)
+    failure = _after_head(view, data, verifier, len(lines) + 1)
+    if failure is None:
+        return report
+    return attrs.evolve(
+        report, ok=False, failure=failure, key_trusted=False, checkpoint_checked=False
+    )
+
+
+def _after_head(view: LogView, data: bytes, verifier: ChainVerifier, line: int) -> Failure | None:
+    """The first line after the committed head that is not the agent's own.
+
+    The agent may have committed more records since its head was taken:
+    whole lines that go on with the chain are those. A final line without
+    its newline may be a write still under way, or, once the agent is
+    fenced, what its failed write left, which the next start moves aside
+    as a torn tail. Anything else was added by someone else (reason
+    AFTER_HEAD, at its line); the report's head stays the committed one."""
+    pos = view.length
+    for attempt in range(AFTER_HEAD_READS):
+        while (end := data.find(b"\n", pos)) >= 0:
+            try:
+                verifier.feed(data[pos:end])
+            except VerificationError:
+                return Failure(line, None, AFTER_HEAD)
+            pos, line = end + 1, line + 1
+        if pos == len(data) or view.fenced:
+            return None
+        if attempt + 1 < AFTER_HEAD_READS:
+            time.sleep(AFTER_HEAD_PAUSE)  # on a worker thread, never the loop
+            data = view.path.read_bytes()
+    return Failure(line, None, AFTER_HEAD)

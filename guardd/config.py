@@ -31,6 +31,10 @@ class Settings:
     log_format: str = "text"
     metrics: bool = True  # --no-metrics, GUARD_METRICS=off
     metrics_listen: tuple[str, int] | None = None  # --metrics-listen HOST:PORT
+    # --checkpoint-dir, GUARD_CHECKPOINT_DIR; <data-dir>/checkpoints without them
+    checkpoint_dir: Path = attrs.field(
+        default=attrs.Factory(lambda self: self.data_dir / "checkpoints", takes_self=True)
+    )
 
     @property
     def tls(self) -> bool:
@@ -125,6 +129,14 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "(the main port keeps /metrics for the admin token)",
         metavar="HOST:PORT",
     )
+    parser.add_argument(
+        "--checkpoint-dir",
+        default=env.get("GUARD_CHECKPOINT_DIR"),
+        metavar="DIR",
+        help="where each agent's committed head is kept, <id>.checkpoint; best on another "
+        "volume or write-once storage (default: <data-dir>/checkpoints; "
+        "environment: GUARD_CHECKPOINT_DIR)",
+    )
     return parser
 
 
@@ -166,6 +178,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         log_format=args.log_format,
         metrics=args.metrics,
         metrics_listen=metrics_listen,
+        **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 
 

@@ -235,6 +235,17 @@ def test_after_the_kills_every_log_replays_as_its_policy_says(tmp_path: Path) ->
 # -- a command cut short, deterministically ---------------------------------------------
 
 
+def crash_cut(path: Path, data: bytes) -> None:
+    """Leave ``data`` as the log, as a crash would: its checkpoint, which
+    only ever names records on disk, at the last whole line."""
+    path.write_bytes(data)
+    last = canonical.loads(read_log(path).lines[-1])
+    checkpoint = (
+        path.parent.parent / "checkpoints" / f"{path.name.removesuffix('.jsonl')}.checkpoint"
+    )
+    checkpoint.write_text(f"{last['seq']}:{last['hash']}\n")
+
+
 async def _script(agent: Harness, name: str) -> None:
     ask = agent.ask
     await ask(c.RequestAction("read", idempotency_key="warm-up"))
@@ -297,7 +308,7 @@ async def test_a_command_cut_short_by_a_crash_is_finished_at_startup_exactly_as_
     whole = path.read_bytes()
     lines = whole.splitlines(keepends=True)
     crashed = b"".join(lines[:-cut]) + (lines[-cut][:40] if torn else b"")
-    path.write_bytes(crashed)
+    crash_cut(path, crashed)
     async with running_registry(tmp_path):
         pass
     # the same fields, ts and key: the very bytes the uncut command would have written
@@ -313,7 +324,7 @@ async def test_an_idempotency_retry_after_a_crash_gets_the_finished_decision(
     async with running_agent(tmp_path, policy(tools=TOOLS)) as agent:
         first = await agent.ask(c.RequestAction("read", idempotency_key="k"))
         path = agent.path
-    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
+    crash_cut(path, b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
     async with running_registry(tmp_path) as registry:
         again = await registry.ref(AGENT).ask(c.RequestAction("read", idempotency_key="k"))
     assert (
@@ -327,7 +338,7 @@ async def test_an_agent_at_its_scar_limit_when_a_crash_hit_is_terminated_before_
     async with running_agent(tmp_path, policy(scar_limit=3, tools=TOOLS)) as agent:
         await agent.ask(c.AddScar("moderate", "x"))
         path = agent.path
-    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
+    crash_cut(path, b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
     async with running_registry(tmp_path) as registry:
         reply = await registry.ref(AGENT).ask(c.RequestAction("read"))
     assert reply["reason"] == {"code": "terminated", "reason": "scar_limit"}
@@ -338,7 +349,7 @@ async def test_a_read_only_service_leaves_a_cut_command_as_it_is(tmp_path: Path)
         await agent.ask(c.RequestAction("read", idempotency_key="k"))
         path = agent.path
     cut = b"".join(path.read_bytes().splitlines(keepends=True)[:-1])
-    path.write_bytes(cut)
+    crash_cut(path, cut)
     data_dir = DataDir(tmp_path)
     registry = Registry(data_dir, attrs.evolve(data_dir.prepare(), signer=None))
     registry.load()

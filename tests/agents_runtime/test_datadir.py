@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -124,3 +125,33 @@ def test_log_path_is_agents_slash_id_jsonl(tmp_path: Path) -> None:
 )
 def test_valid_agent_id(agent_id: str, valid: bool) -> None:
     assert valid_agent_id(agent_id) is valid
+
+
+def test_scan_reports_each_odd_entry_with_one_line_and_skips_it(tmp_path: Path) -> None:
+    data_dir = DataDir(tmp_path / "data")
+    agents = data_dir.agents_dir
+    agents.mkdir(parents=True)
+    (agents / "good.jsonl").write_bytes(b"")
+    (agents / "good.jsonl.torn").write_bytes(b"")
+    (agents / "d.jsonl").mkdir()
+    (agents / "t.jsonl.tmp").mkdir()
+    (tmp_path / "elsewhere.jsonl").write_bytes(b"")
+    os.symlink(tmp_path / "elsewhere.jsonl", agents / "link.jsonl")
+    os.symlink(tmp_path / "missing", agents / "dangling.jsonl")
+    (agents / "bad id.jsonl").write_bytes(b"")
+    (agents / "README").write_bytes(b"")
+    os.mkfifo(agents / "pipe.jsonl")
+    scan = data_dir.scan()
+    assert scan.agent_ids == ["good"]
+    link = "a symbolic link (guardd does not follow links in agents/)"
+    assert scan.odd == [
+        "skipped agents/README: not an agent log (<agent_id>.jsonl)",
+        "skipped agents/bad id.jsonl: not a valid agent ID (1 to 64 of A-Z a-z 0-9 _ -)",
+        "skipped agents/d.jsonl: a directory, not a log file",
+        f"skipped agents/dangling.jsonl: {link}",
+        f"skipped agents/link.jsonl: {link}",
+        "skipped agents/pipe.jsonl: not a regular file",
+        "skipped agents/t.jsonl.tmp: named as an unfinished log but not a regular file",
+    ]
+    assert data_dir.remove_unfinished() == []
+    assert (agents / "t.jsonl.tmp").is_dir()

@@ -649,3 +649,71 @@ def test_main_reads_sys_argv_when_given_none(
     )
     assert main() == 0
     assert capsys.readouterr().out.startswith("OK: 6 records")
+
+
+# --- checkpoint files and logs cut to their genesis ------------------------------------
+
+
+def test_checkpoint_file_is_read_like_checkpoint(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, log: Path, lines: list[bytes]
+) -> None:
+    checkpoint = tmp_path / "agent-1.checkpoint"
+    checkpoint.write_text(head_of(lines[3]).checkpoint() + "\n")
+    status, report = run_json(capsys, "verify", log, "--checkpoint-file", checkpoint)
+    assert status == 0
+    assert report["checkpoint_checked"] is True
+    assert report["checkpoint"] == head_of(lines[3]).to_json()
+    short = write(tmp_path / "agents" / "agent-1.jsonl", lines[:3])
+    status, report = run_json(capsys, "verify", short, "--checkpoint-file", checkpoint)
+    assert status == 1
+    assert report["failure"] == {"line": 4, "seq": 3, "reason": "truncated before checkpoint"}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(None, "no such file: {path}", id="missing"),
+        pytest.param(
+            "5\n", "{path}: checkpoint must be <seq>:<64 hex characters>, not '5'", id="malformed"
+        ),
+        pytest.param("5:" + "ab" * 32, "{path}: not one line ending in a newline", id="no-newline"),
+    ],
+)
+def test_a_bad_checkpoint_file_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, log: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "head.checkpoint"
+    if content is not None:
+        path.write_text(content)
+    status, out, err = run(capsys, "verify", log, "--checkpoint-file", path)
+    assert status == 2
+    assert out == ""
+    assert err == (
+        f"audit: error: audit verify: argument --checkpoint-file: {message.format(path=path)} "
+        "(see 'audit verify --help')\n"
+    )
+
+
+def test_checkpoint_and_checkpoint_file_cannot_both_be_given(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, log: Path, lines: list[bytes]
+) -> None:
+    path = tmp_path / "head.checkpoint"
+    path.write_text(head_of(lines[3]).checkpoint() + "\n")
+    checkpoint = head_of(lines[3]).checkpoint()
+    status, _, err = run(
+        capsys, "verify", log, "--checkpoint", checkpoint, "--checkpoint-file", path
+    )
+    assert status == 2
+    assert "not allowed with argument --checkpoint" in err
+
+
+def test_an_agent_log_holding_only_its_genesis_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, lines: list[bytes]
+) -> None:
+    path = write(tmp_path / "agents" / "agent-1.jsonl", lines[:1])
+    status, out, _ = run(capsys, "verify", path, "--public-key", PUBLIC_KEY)
+    assert status == 1
+    assert out.splitlines()[0] == "FAILED: line 2 (seq 1): log has no policy record"
+    # Saved records with no log_id to expect may be one page of a log: they pass.
+    saved = write(tmp_path / "page.jsonl", lines[:1])
+    assert run(capsys, "verify", saved, "--public-key", PUBLIC_KEY)[0] == 0
