@@ -19,13 +19,14 @@ from hypercorn.config import Config
 from quart import Quart
 
 from agents_runtime.datadir import DataDir
-from agents_runtime.errors import DataDirError, KeyFileError
+from agents_runtime.errors import DataDirError, GuardError, KeyFileError
 from agents_runtime.faults import FaultSpecError, io_for_from_env
 from agents_runtime.lock import DataDirLock
 from agents_runtime.registry import LoadSummary, Registry, quarantine_message
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
+from guardd.limits import return_large_buffers_to_the_system
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
 
@@ -179,6 +180,15 @@ def hypercorn_config(host: str, port: int, sock: socket.socket | None = None) ->
     # of client pools (httpx: 5 s), so a client never reuses a connection the
     # server is closing.
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
+    # HTTP/1.1 only (docs/design.md, "Hostile clients"). Hypercorn would take
+    # up HTTP/2 when TLS offers it (ALPN) or when a cleartext client asks
+    # (the HTTP/2 preface, or "Upgrade: h2c"); its HTTP/2 side logs a
+    # traceback and drops the connection when an answer (401, 413) goes
+    # before the body has arrived, and takes in body data as fast as it
+    # comes. No ALPN h2, and no HTTP/2 streams: a client that opens with the
+    # HTTP/2 preface is sent GOAWAY at once.
+    config.alpn_protocols = ["http/1.1"]
+    config.h2_max_concurrent_streams = 0
     return config
 
 
@@ -193,7 +203,12 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
             runner.run(main)
 
 
-async def _serve(settings: Settings, guard: Guard, sock: socket.socket) -> None:
+async def _serve(
+    settings: Settings,
+    guard: Guard,
+    sock: socket.socket,
+    metrics_sock: socket.socket | None = None,
+) -> None:
     config = hypercorn_config(settings.host, settings.port, sock)
     if settings.certfile is not None and settings.keyfile is not None:
         config.certfile = str(settings.certfile)
@@ -203,7 +218,7 @@ async def _serve(settings: Settings, guard: Guard, sock: socket.socket) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     app = create_app(guard, metrics=settings.metrics)
-    metrics = _metrics_listener(settings, app)
+    metrics = _metrics_listener(settings, app, metrics_sock)
 
     async def shutdown_trigger() -> None:
         await stop.wait()
@@ -222,37 +237,55 @@ async def _serve(settings: Settings, guard: Guard, sock: socket.socket) -> None:
         collector.cancel()
 
 
-def _metrics_listener(settings: Settings, app: Quart) -> tuple[Quart, Config] | None:
-    """The app and settings of the ``--metrics-listen`` address, bound now,
-    or None without one. A separate app, so that the main one checks nothing
-    more per request. Plain HTTP: what it serves holds no token or agent data
-    beyond counts; bind it to an address only scrapers reach."""
-    if settings.metrics_listen is None:
+def _metrics_listener(
+    settings: Settings, app: Quart, sock: socket.socket | None
+) -> tuple[Quart, Config] | None:
+    """The app and settings of the ``--metrics-listen`` address (bound in
+    ``main``, before loading), or None without one. A separate app, so that
+    the main one checks nothing more per request. Plain HTTP: what it serves
+    holds no token or agent data beyond counts; bind it to an address only
+    scrapers reach."""
+    if settings.metrics_listen is None or sock is None:
         return None
     assert isinstance(app, TimedQuart)  # metrics are on: settings refuse the flag without
     host, port = settings.metrics_listen
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        sock = listen(host, port)
-    except OSError as exc:
-        # Exits 1 through main(), which releases the data dir's lock on the way.
-        raise SystemExit(
-            f"guardd: cannot listen on {where} (--metrics-listen): {exc.strerror or exc}"
-        ) from None
-    print(f"metrics: http://{where}/metrics (no token)", flush=True)
+    print(f"metrics: http://{_host_port(host, port)}/metrics (no token)", flush=True)
     return create_metrics_app(app.metrics), hypercorn_config(host, port, sock)
 
 
-def _run(settings: Settings, guard: Guard, sock: socket.socket) -> None:
-    run_event_loop(_serve(settings, guard, sock))
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _address(settings: Settings) -> str:
-    return (
-        f"[{settings.host}]:{settings.port}"
-        if ":" in settings.host
-        else (f"{settings.host}:{settings.port}")
-    )
+def _run(
+    settings: Settings, guard: Guard, sock: socket.socket, metrics_sock: socket.socket | None
+) -> None:
+    run_event_loop(_serve(settings, guard, sock, metrics_sock))
+
+
+class CannotListen(Exception):
+    """An address to listen on is taken or not ours; the message names it."""
+
+
+def _listen_all(settings: Settings) -> tuple[socket.socket, socket.socket | None]:
+    """The main listening socket and the metrics one, if asked for; CannotListen
+    naming the address when one cannot be had."""
+    try:
+        sock = listen(settings.host, settings.port)
+    except OSError as exc:
+        where = _host_port(settings.host, settings.port)
+        raise CannotListen(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    if settings.metrics_listen is None:
+        return sock, None
+    host, port = settings.metrics_listen
+    try:
+        return sock, listen(host, port)
+    except OSError as exc:
+        sock.close()
+        where = _host_port(host, port)
+        raise CannotListen(
+            f"cannot listen on {where} (--metrics-listen): {exc.strerror or exc}"
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,21 +308,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         try:
-            sock = listen(settings.host, settings.port)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            print(f"guardd: cannot listen on {_address(settings)}: {reason}", file=sys.stderr)
+            sock, metrics_sock = _listen_all(settings)
+        except CannotListen as exc:
+            print(f"guardd: {exc}", file=sys.stderr)
             return 1
         try:
             guard, summary, source = build(settings)
-        except (SettingsError, KeyFileError, DataDirError) as exc:
-            sock.close()
-            print(f"guardd: {exc}", file=sys.stderr)
-            return 1
-        except OSError as exc:
-            sock.close()
-            where = exc.filename or settings.data_dir
-            print(f"guardd: cannot use {where}: {exc.strerror or exc}", file=sys.stderr)
+        except (SettingsError, KeyFileError, DataDirError, OSError) as exc:
+            for listening in (sock, metrics_sock):
+                if listening is not None:
+                    listening.close()
+            if isinstance(exc, OSError) and not isinstance(exc, GuardError):
+                where = exc.filename or settings.data_dir
+                print(f"guardd: cannot use {where}: {exc.strerror or exc}", file=sys.stderr)
+            else:
+                print(f"guardd: {exc}", file=sys.stderr)
             return 1
         if not settings.loopback and not settings.tls:
             log.warning(
@@ -299,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         print_startup(settings, guard, summary, source, sys.stdout)
         tune_gc()
-        _run(settings, guard, sock)
+        return_large_buffers_to_the_system()
+        _run(settings, guard, sock, metrics_sock)
         return 0
     finally:
         lock.release()

@@ -237,7 +237,7 @@ def test_main_port_keeps_metrics_for_the_admin_token_beside_the_listener(api: Ap
     assert scrape(api)
 
 
-def test_a_metrics_address_in_use_stops_guardd_with_a_message(tmp_path: Path) -> None:
+def test_a_metrics_address_in_use_stops_guardd_before_it_creates_anything(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -253,6 +253,8 @@ def test_a_metrics_address_in_use_stops_guardd_with_a_message(tmp_path: Path) ->
         in str(failed.value)
     )
     assert "Traceback" not in str(failed.value)
+    # Bound before anything is loaded: no keys, no agents dir, only the lock.
+    assert sorted(p.name for p in (tmp_path / "guard-data").iterdir()) == ["lock"]
 
 
 # -- turned off -------------------------------------------------------------------
