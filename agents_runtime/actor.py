@@ -5,19 +5,17 @@ lock, and agents never wait for each other.
 
 Group commit: the actor takes every command waiting in its mailbox, runs them
 in order (each one's records sealed and applied at once, so the next command
-sees them), writes all their records with one write and one fsync, and only
-then answers every caller. The clock is read once a batch: every record of
+sees them), hands all their records to the committer as one batch, and only
+once the committer has written it and made it durable answers every caller
+(agents_runtime/committer.py: the batches of every agent waiting at that
+moment share one flush). The clock is read once a batch: every record of
 a batch carries the same ts, the moment the actor started on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import logging
-import queue
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -27,6 +25,7 @@ import attrs
 
 from agents_runtime import commands as c
 from agents_runtime.agent import HANDLERS, finish_interrupted
+from agents_runtime.committer import Committer
 from agents_runtime.errors import (
     AgentError,
     AgentUnavailable,
@@ -52,8 +51,6 @@ MAILBOX_SIZE = 1024
 MAX_BATCH = 256
 
 Clock = Callable[[], float]
-# Told of each batch written: its records, the write's and the fsync's seconds.
-CommitObserver = Callable[[int, float, float], None]
 
 
 def wall_clock() -> float:
@@ -74,123 +71,6 @@ class LogView:
     length: int
     head: Head
     fenced: bool = False
-
-
-@attrs.frozen
-class _Commit:
-    loop: asyncio.AbstractEventLoop
-    logfile: LogFile
-    data: bytes
-    future: asyncio.Future[None]
-
-
-def _settle(results: list[tuple[asyncio.Future[None], BaseException | None]]) -> None:
-    for future, error in results:
-        if future.done():  # its actor was cancelled at shutdown
-            continue
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)
-
-
-class Committer:
-    """Writes and fsyncs the batches of every actor on writer threads, so a
-    slow disk delays only the agents writing to it, never the event loop.
-
-    The batches asked for during one turn of the loop are handed over
-    together: they join one queue and up to ``threads`` writers are woken.
-    Each writer takes batches one at a time (so a slow fsync holds up only
-    the batches behind it in that writer) until none is left, then answers
-    all it wrote with one wake-up of the loop. A pool's hand-off per batch (a
-    future pair, a queue put, a thread wake-up, a loop wake-up) is shared by
-    the batches of a turn instead. An actor has at most one batch in flight,
-    so one log is never written by two writers at once.
-
-    One writer by default. Every writer takes the GIL several times a batch,
-    and each time it takes it from a busy loop, that loop then waits to get
-    it back. On the 2-core reference machine (bench/http_bench.py, decide at
-    c=64, same runs, while signing still let the GIL go twice a request) one
-    writer gave 1,051-1,094 req/s with p99 88-90 ms, two 980-1,006 with
-    110-112, four 972-974 with 108-114: overlapping fsyncs saved less than
-    the hand-offs cost. A host whose disk gains from parallel fsyncs can
-    pass more.
-
-    ``inline=True`` writes on the loop instead (tools, tests).
-
-    ``on_commit``, when set, is called after each batch is written, on the
-    thread that wrote it: once a batch, never a record, so metrics cost the
-    writer a few microseconds next to its fsync.
-    """
-
-    def __init__(self, threads: int = 1, *, inline: bool = False) -> None:
-        self.inline = inline
-        self.threads = threads
-        self.on_commit: CommitObserver | None = None
-        self._turns: dict[asyncio.AbstractEventLoop, list[_Commit]] = {}
-        self._queued: collections.deque[_Commit] = collections.deque()
-        self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
-        self._writers: list[threading.Thread] = []
-
-    async def append(self, logfile: LogFile, data: bytes) -> None:
-        """Return once ``data`` is written and fsynced; raise LogWriteError if not."""
-        if self.inline:
-            timing = logfile.append(data)
-            if self.on_commit is not None:
-                self.on_commit(data.count(b"\n"), *timing)
-            return
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        turn = self._turns.get(loop)
-        if turn is None:
-            turn = self._turns[loop] = []
-            loop.call_soon(self._hand_off, loop)
-        turn.append(_Commit(loop, logfile, data, future))
-        await future
-
-    def _hand_off(self, loop: asyncio.AbstractEventLoop) -> None:
-        commits = self._turns.pop(loop)
-        if not self._writers:
-            for n in range(self.threads):
-                writer = threading.Thread(target=self._write, name=f"guard-commit-{n}", daemon=True)
-                writer.start()
-                self._writers.append(writer)
-        self._queued.extend(commits)
-        for _ in range(min(len(commits), len(self._writers))):
-            self._wake.put(True)
-
-    def _write(self) -> None:
-        """A writer thread: on each wake-up, commit until the queue is empty."""
-        queued = self._queued
-        while self._wake.get():
-            settled: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-            while queued:
-                try:
-                    commit = queued.popleft()
-                except IndexError:  # another writer took the last one
-                    break
-                error: BaseException | None = None
-                try:
-                    write, fsync = commit.logfile.append(commit.data)
-                except BaseException as exc:  # the waiting actor handles it
-                    error = exc
-                else:
-                    observe = self.on_commit
-                    if observe is not None:
-                        # A record is a line: counting newlines runs at memchr speed.
-                        observe(commit.data.count(b"\n"), write, fsync)
-                settled.setdefault(commit.loop, []).append((commit.future, error))
-            for loop, results in settled.items():
-                with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
-                    loop.call_soon_threadsafe(_settle, results)
-
-    def close(self) -> None:
-        """Stop the writers once the queued batches are written."""
-        for _ in self._writers:
-            self._wake.put(False)
-        for writer in self._writers:
-            writer.join()
-        self._writers.clear()
 
 
 class _Stop:

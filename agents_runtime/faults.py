@@ -15,10 +15,15 @@ The value is a comma-separated list of ``<agent_id>:<fault>[:<after>]``:
     first half of its first line, the next write fails with ``EIO`` (a partial
     line is left on disk, as a crash in the middle of a write leaves one);
   - ``eio_write``: every write fails with ``EIO``, nothing reaches the file;
-  - ``eio_fsync``: writes succeed, the fsync fails with ``EIO``;
+  - ``eio_fsync``: writes succeed, the flush that makes them durable fails
+    with ``EIO``: the log's own fsync when it is written alone (agent
+    creation), or the one flush shared by every batch of a commit round
+    (``logfile.sync_logs``). That flush is one step for all of them, so
+    every agent with a batch in that round fails and is fenced too, as a
+    real flush failing would fail them;
 
 - ``after`` (default 0) is how many appends of this process succeed before
-  the fault strikes. An append is the writes and the fsync of one group
+  the fault strikes. An append is the writes and the flush of one group
   commit; writing a new log (agent creation) counts as one.
 
 Example: ``GUARD_TEST_FAULTS="agent-7:eio_fsync:3,agent-9:short_write"``.
@@ -89,6 +94,13 @@ class FaultyIO(FileIO):
         if self.armed and self.fault.kind == EIO_FSYNC:
             raise self._eio("fsync")
         super().fsync(fd)
+        self.appends += 1
+
+    def sync_fs(self, fd: int) -> None:
+        """The shared flush of a round holding this log's batch."""
+        if self.armed and self.fault.kind == EIO_FSYNC:
+            raise self._eio("fsync")
+        super().sync_fs(fd)
         self.appends += 1
 
 

@@ -29,9 +29,10 @@ from typing import Any
 import attrs
 
 from agents_runtime import canonical
-from agents_runtime.actor import AgentActor, AgentRef, Clock, Committer, wall_clock
+from agents_runtime.actor import AgentActor, AgentRef, Clock, wall_clock
 from agents_runtime.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.commands import GetStatus
+from agents_runtime.committer import Committer
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import (
     AgentExists,

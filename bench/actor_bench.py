@@ -3,18 +3,22 @@ agent actors, against the raw floor of signing and writing the same records.
 
 Each command is decided, writes two records (``action_requested`` and
 ``action_allowed``) and is answered only after its batch is written and
-fsynced (group commit: one write + fsync per batch).
+durable (group commit: one write per batch, one flush per round of batches
+of every agent, agents_runtime/committer.py).
 
 Measured, interleaved in one run, on guardd's event loop (uvloop):
   actor     ``ref.ask(RequestAction)`` from many concurrent askers, through
             the real Registry, actors and committer, fsync on
   floor     the same records (same fields, same ts) signed with
-            ``record.seal`` and appended with one write + fsync per batch,
-            with the very batch sizes the actor run produced, file by file
-            in the same order; no decisions, no state, no asyncio. The
-            write + fsync run on a pool of as many threads as the actor's
-            committer uses, the next batch being signed meanwhile, so the
-            floor overlaps I/O at least as much as the actor can.
+            ``record.seal`` and written with one write per batch, with the
+            very batch sizes the actor run produced, file by file in the
+            same order; no decisions, no state, no asyncio. Batches are
+            made durable in rounds as large as they can be (a round ends
+            only where an agent's next batch comes: one batch of an agent a
+            round, as in the committer), each round with the committer's
+            own flush (``logfile.sync_logs``) on a second thread while the
+            next round is signed and written, so the floor flushes no more
+            often and overlaps I/O at least as much as the actor can.
 
 Two shapes: one actor with 256 concurrent askers, and 100 actors with 8
 askers each. Target: actor >= 0.80 x floor in both, in commands per second
@@ -47,17 +51,16 @@ import attrs
 
 from agents_runtime import canonical
 from agents_runtime import commands as c
-from agents_runtime.actor import Committer
+from agents_runtime.committer import Committer
 from agents_runtime.datadir import DataDir
 from agents_runtime.keys import Signer
-from agents_runtime.logfile import LogFile
+from agents_runtime.logfile import LogFile, sync_logs
 from agents_runtime.policy import parse_policy
 from agents_runtime.record import Head, seal
 from agents_runtime.registry import Registry
 from guardd.__main__ import tune_gc
 
 TARGET_RATIO = 0.80
-COMMIT_THREADS = Committer().threads  # the committer's default
 POLICY = {
     "budget": 999_999_999,
     "scar_limit": 1_000,
@@ -74,7 +77,7 @@ class RecordingCommitter(Committer):
     benchmark's work, not the actor's."""
 
     def __init__(self) -> None:
-        super().__init__(COMMIT_THREADS)
+        super().__init__()
         self._appended: list[tuple[LogFile, bytes]] = []
 
     async def append(self, logfile: LogFile, data: bytes) -> None:
@@ -154,11 +157,22 @@ def _floor_run(actor: Run, root: Path, signer: Signer) -> tuple[float, float]:
         agent_id: LogFile.create(root / "agents" / f"{agent_id}.jsonl", b"") for agent_id in pending
     }
     taken = dict.fromkeys(pending, 0)
-    in_flight: dict[str, Future[None]] = {}
-    with ThreadPoolExecutor(COMMIT_THREADS) as pool:
+    flushing: Future[None] | None = None
+    round_: dict[str, LogFile] = {}
+
+    def flush() -> None:
+        nonlocal flushing
+        if flushing is not None:
+            flushing.result()  # rounds are made durable in order
+        flushing = pool.submit(sync_logs, list(round_.values()))
+        round_.clear()
+
+    with ThreadPoolExecutor(1) as pool:
         cpu = time.process_time()
         started = time.perf_counter()
         for agent_id, count in actor.batches:
+            if agent_id in round_:
+                flush()
             start = taken[agent_id]
             taken[agent_id] = start + count
             head = heads[agent_id]
@@ -168,12 +182,11 @@ def _floor_run(actor: Run, root: Path, signer: Signer) -> tuple[float, float]:
                 head = sealed.head
                 lines.append(sealed.line)
             heads[agent_id] = head
-            previous = in_flight.get(agent_id)
-            if previous is not None:
-                previous.result()  # one file's batches stay in order
-            in_flight[agent_id] = pool.submit(files[agent_id].append, b"".join(lines))
-        for future in in_flight.values():
-            future.result()
+            files[agent_id].write(b"".join(lines))
+            round_[agent_id] = files[agent_id]
+        flush()
+        assert flushing is not None
+        flushing.result()
         seconds = time.perf_counter() - started
         cpu = time.process_time() - cpu
     for logfile in files.values():

@@ -6,7 +6,8 @@ one), so tests and several apps in one process keep their counts apart.
 
 Cost on the decision path is kept to a few dict lookups and one ``observe``
 a request: label children are made once per label set and kept in dicts;
-commits are observed once a batch on the writer thread; gauges (pending
+commits are observed once a round (every agent's batch written, one shared
+flush) on the writer thread; gauges (pending
 approvals, agents by state, log bytes) are not updated by any request but
 computed from the agents' registry when ``/metrics`` is read.
 """
@@ -73,19 +74,19 @@ class Metrics:
         )
         self.batch_records = Histogram(
             "guard_commit_batch_records",
-            "Records written by one commit (one write and one fsync)",
+            "Records made durable by one commit round (a write per batch, one flush)",
             buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
         self.write_seconds = Histogram(
             "guard_log_write_seconds",
-            "Time of the write of one commit",
+            "Time of the writes of one commit round",
             buckets=IO_BUCKETS,
             registry=self.registry,
         )
         self.fsync_seconds = Histogram(
             "guard_log_fsync_seconds",
-            "Time of the fsync of one commit",
+            "Time of the one flush (syncfs + fdatasync) of one commit round",
             buckets=IO_BUCKETS,
             registry=self.registry,
         )
@@ -119,7 +120,7 @@ class Metrics:
         observe(seconds)
 
     def commit(self, records: int, write: float, fsync: float) -> None:
-        """Observe one batch (called on the writer thread that wrote it)."""
+        """Observe one commit round (called on the writer thread that wrote it)."""
         self._observe_batch(records)
         self._observe_write(write)
         self._observe_fsync(fsync)

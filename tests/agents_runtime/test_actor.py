@@ -13,7 +13,8 @@ import attrs
 import pytest
 
 from agents_runtime import commands as c
-from agents_runtime.actor import Committer, LogView
+from agents_runtime.actor import LogView
+from agents_runtime.committer import Committer
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import (
     AgentUnavailable,

@@ -32,7 +32,7 @@ from typing import Any
 
 from agents_runtime import canonical
 from agents_runtime import commands as c
-from agents_runtime.actor import Committer
+from agents_runtime.committer import Committer
 from agents_runtime.datadir import DataDir
 from agents_runtime.keys import Signer
 from agents_runtime.policy import parse_policy
