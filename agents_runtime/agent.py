@@ -271,6 +271,12 @@ def get_status(state: AgentState, emit: Emit, cmd: c.GetStatus, now: float) -> A
     return status_json(state)
 
 
+def get_policy(state: AgentState, emit: Emit, cmd: c.GetPolicy, now: float) -> Any:
+    # Every loaded agent has one: a log without its policy record is quarantined.
+    assert state.policy is not None
+    return policy_json(state.policy)
+
+
 def get_action(state: AgentState, emit: Emit, cmd: c.GetAction, now: float) -> Any:
     return action_json(state, _action(state, cmd.action_id))
 
@@ -322,6 +328,7 @@ HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {
     c.Terminate: terminate,
     c.SetPolicy: set_policy,
     c.GetStatus: get_status,
+    c.GetPolicy: get_policy,
     c.GetAction: get_action,
     c.ListPending: list_pending,
 }

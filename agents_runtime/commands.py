@@ -28,6 +28,11 @@ class GetStatus:
 
 
 @attrs.frozen
+class GetPolicy:
+    """Reply: the policy in force, defaults filled in, as its ``policy`` record has it."""
+
+
+@attrs.frozen
 class GetAction:
     action_id: str
 
@@ -94,6 +99,7 @@ class GetLogView:
 Command = (
     RequestAction
     | GetStatus
+    | GetPolicy
     | GetAction
     | WatchAction
     | ListPending

@@ -188,6 +188,11 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
         agent(agent_id, admin_only=True)
         return json_response({"token": agent_token(guard.ring.token_key, agent_id)})
 
+    @app.get("/v1/agents/<agent_id>/policy")
+    async def get_policy(agent_id: str) -> Response:
+        _, ref = agent(agent_id)
+        return json_response(await ref.ask(c.GetPolicy()))
+
     @app.put("/v1/agents/<agent_id>/policy")
     async def set_policy(agent_id: str) -> Response:
         _, ref = agent(agent_id, admin_only=True)

@@ -712,6 +712,14 @@ def _agent_paths() -> dict[str, Schema]:
             )
         },
         base + "/policy": {
+            "get": _agent_op(
+                "The agent's policy in force",
+                _json_response(
+                    "The policy with every default filled in, as its last `policy` record has it.",
+                    _ref("Policy"),
+                ),
+                description="Its own agent token, or admin. Also for a terminated agent.",
+            ),
             "put": _agent_op(
                 "Replace a live agent's policy",
                 _status_answer(),
@@ -721,7 +729,7 @@ def _agent_paths() -> dict[str, Schema]:
                 body="Policy",
                 description=admin + " Writes a `policy` record; a terminated agent is "
                 "409 `invalid_state` (termination is permanent).",
-            )
+            ),
         },
         actions: {
             "post": _agent_op(

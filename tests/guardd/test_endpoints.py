@@ -114,6 +114,33 @@ def test_put_policy_replaces_the_policy_and_writes_a_policy_record(api: Api) -> 
     assert denied["reason"] == {"code": "tool_not_allowed", "tool": "search"}
 
 
+def test_get_policy_answers_the_policy_in_force_to_its_agent_and_admin(api: Api) -> None:
+    agent = api.create()
+    filled = {
+        "budget": 100,
+        "scar_limit": 10,
+        "tools": {
+            "search": {"cost": 1, "requires_approval": False, "max_calls": None},
+            "send_email": {"cost": 5, "requires_approval": True, "max_calls": None},
+        },
+        "default": None,
+        "rate_limit": None,
+    }
+    assert ok(agent.client.get(f"{agent.path}/policy")) == filled
+    new_policy = {"budget": 7, "scar_limit": 4, "tools": {}, "default": {"cost": 0.5}}
+    ok(api.admin.put(f"{agent.path}/policy", json=new_policy))
+    assert ok(api.admin.get(f"{agent.path}/policy")) == {
+        "budget": 7,
+        "scar_limit": 4,
+        "tools": {},
+        "default": {"cost": 0.5, "requires_approval": False, "max_calls": None},
+        "rate_limit": None,
+    }
+    other = api.create()
+    assert_error(agent.client.get(f"{other.path}/policy"), 403, "forbidden")
+    assert_error(api.admin.get("/v1/agents/ghost/policy"), 404, "not_found")
+
+
 def test_put_policy_never_revives_a_terminated_agent(api: Api) -> None:
     agent = api.create()
     ok(api.admin.post(f"{agent.path}/terminate", json={"reason": "done", "by": "alice"}))

@@ -295,6 +295,8 @@ def test_answers_of_the_main_flows_match_the_document(
             ck(agent.get("/v1/agents/other"))  # 403
             ck(agent.get("/v1/agents"))  # 403
             ck(admin.get(f"{base}/token"))
+            ck(agent.get(f"{base}/policy"))
+            ck(agent.get("/v1/agents/other/policy"))  # 403
             ck(admin.get("/v1/agents/ghost"))  # 404
             allowed = ck(agent.post(f"{base}/actions", json={"tool": "search", "input": [1]}))
             assert allowed["decision"] == "allowed"
@@ -395,6 +397,7 @@ def test_answers_of_the_main_flows_match_the_document(
         listed = ck(admin.get("/v1/agents"))
         assert {e["agent_id"]: e["state"] for e in listed["agents"]}["walk"] == "quarantined"
         ck(admin.get("/v1/agents/walk"))  # 503 quarantined
+        ck(admin.get("/v1/agents/walk/policy"))  # 503 quarantined
         ck(admin.post("/v1/agents/walk/actions", json={"tool": "search"}))
     # without the signing key the service is read-only
     server.stop()

@@ -77,6 +77,7 @@ ROUTES = [
     Route("GET", "/v1/agents", ADMIN_ONLY),
     Route("GET", "/v1/agents/<agent_id>", AGENT_OR_ADMIN),
     Route("GET", "/v1/agents/<agent_id>/token", ADMIN_ONLY),
+    Route("GET", "/v1/agents/<agent_id>/policy", AGENT_OR_ADMIN),
     Route("PUT", "/v1/agents/<agent_id>/policy", ADMIN_ONLY, policy()),
     Route("POST", "/v1/agents/<agent_id>/actions", AGENT_OR_ADMIN, {"tool": "work"}),
     Route("GET", "/v1/agents/<agent_id>/actions/pending", ADMIN_ONLY),
