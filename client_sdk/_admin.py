@@ -21,6 +21,7 @@ from client_sdk._models import (
     Decision,
     LogPage,
     PendingEntry,
+    Policy,
     VerifyReport,
 )
 from client_sdk._retry import Retry
@@ -88,6 +89,10 @@ class AdminClient(_BaseAdminClient):
 
     def agent_status(self, agent_id: str) -> AgentStatus:
         return self._http.send(self._core.agent(agent_id).status())
+
+    def policy(self, agent_id: str) -> Policy:
+        """The agent's policy in force, every default filled in (``GET .../policy``)."""
+        return self._http.send(self._core.agent(agent_id).policy())
 
     def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> AgentStatus:
         """Replace a live agent's policy (``PUT .../policy``); returns the agent status."""
@@ -223,6 +228,9 @@ class AsyncAdminClient(_BaseAdminClient):
 
     async def agent_status(self, agent_id: str) -> AgentStatus:
         return await self._http.send(self._core.agent(agent_id).status())
+
+    async def policy(self, agent_id: str) -> Policy:
+        return await self._http.send(self._core.agent(agent_id).policy())
 
     async def set_policy(self, agent_id: str, policy: Mapping[str, Any]) -> AgentStatus:
         return await self._http.send(self._core.set_policy(agent_id, policy))

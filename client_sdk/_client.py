@@ -14,7 +14,7 @@ from client_sdk import _guarded
 from client_sdk._config import Discovery
 from client_sdk._core import AgentCore, Money, agent_id_from_token
 from client_sdk._http import AsyncSender, SyncSender
-from client_sdk._models import Action, AgentStatus, Decision
+from client_sdk._models import Action, AgentStatus, Decision, Policy
 from client_sdk._retry import Retry
 from client_sdk.errors import GuardSetupError, InvalidState
 
@@ -113,6 +113,10 @@ class GuardClient(_BaseGuardClient):
     def status(self) -> AgentStatus:
         """The agent's status: budget, ``spent``, ``remaining`` (Decimal), scars, counters."""
         return self._http.send(self._core.status())
+
+    def policy(self) -> Policy:
+        """The agent's policy in force, every default filled in (``GET .../policy``)."""
+        return self._http.send(self._core.policy())
 
     @overload
     def guarded(
@@ -227,6 +231,10 @@ class AsyncGuardClient(_BaseGuardClient):
     async def status(self) -> AgentStatus:
         """See ``GuardClient.status``."""
         return await self._http.send(self._core.status())
+
+    async def policy(self) -> Policy:
+        """See ``GuardClient.policy``."""
+        return await self._http.send(self._core.policy())
 
     @overload
     def guarded(

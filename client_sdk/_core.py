@@ -30,7 +30,10 @@ from client_sdk._models import (
     LogPage,
     PendingAction,
     PendingEntry,
+    Policy,
+    RateLimit,
     Scar,
+    ToolRule,
     VerifyFailure,
     VerifyReport,
 )
@@ -199,6 +202,33 @@ def parse_status(body: Any) -> AgentStatus:
         actions_pending=_int(obj, "actions_pending"),
         head=parse_head(obj.get("head")),
         public_key=_str(obj, "public_key"),
+    )
+
+
+def parse_tool_rule(body: Any) -> ToolRule:
+    obj = _object(body)
+    return ToolRule(
+        cost=_number(obj, "cost"),
+        requires_approval=_bool(obj, "requires_approval"),
+        max_calls=_opt_int(obj, "max_calls"),
+    )
+
+
+def parse_policy(body: Any) -> Policy:
+    obj = _object(body)
+    tools = _object(obj.get("tools"))
+    rate = obj.get("rate_limit")
+    return Policy(
+        budget=_number(obj, "budget"),
+        scar_limit=_number(obj, "scar_limit"),
+        tools={name: parse_tool_rule(rule) for name, rule in tools.items()},
+        default=None if obj.get("default") is None else parse_tool_rule(obj["default"]),
+        rate_limit=None
+        if rate is None
+        else RateLimit(
+            max_actions=_int(_object(rate), "max_actions"),
+            window_secs=_number(rate, "window_secs"),
+        ),
     )
 
 
@@ -437,6 +467,9 @@ class AgentCore:
 
     def status(self) -> Request[AgentStatus]:
         return Request("GET", self.path, parse_status)
+
+    def policy(self) -> Request[Policy]:
+        return Request("GET", f"{self.path}/policy", parse_policy)
 
 
 class AdminCore:

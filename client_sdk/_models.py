@@ -105,6 +105,43 @@ class AgentStatus:
 
 
 @attrs.frozen
+class ToolRule:
+    """What a policy says about one tool: its minimum charge, whether every
+    call is held for an operator, and its lifetime cap (None: no cap)."""
+
+    cost: Decimal
+    requires_approval: bool
+    max_calls: int | None
+
+
+@attrs.frozen
+class RateLimit:
+    """At most ``max_actions`` allowed actions within the trailing ``window_secs``."""
+
+    max_actions: int
+    window_secs: Decimal
+
+
+@attrs.frozen
+class Policy:
+    """An agent's policy in force, every default filled in.
+
+    ``default`` is the rule of any tool not in ``tools``; None means such
+    tools are always denied (``tool_not_allowed``).
+    """
+
+    budget: Decimal
+    scar_limit: Decimal
+    tools: dict[str, ToolRule]
+    default: ToolRule | None
+    rate_limit: RateLimit | None
+
+    def rule_for(self, tool: str) -> ToolRule | None:
+        """The rule ``tool`` is decided by, or None when it can never be allowed."""
+        return self.tools.get(tool, self.default)
+
+
+@attrs.frozen
 class CreatedAgent:
     """A new agent: its status and its token (``agt_<agent_id>.<mac>``)."""
 

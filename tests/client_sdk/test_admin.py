@@ -13,6 +13,7 @@ from client_sdk import (
     AgentStatus,
     AlreadyTerminated,
     AsyncAdminClient,
+    AsyncGuardClient,
     BadRequest,
     Forbidden,
     GuardClient,
@@ -20,6 +21,9 @@ from client_sdk import (
     LogPage,
     PendingAction,
     PendingEntry,
+    Policy,
+    RateLimit,
+    ToolRule,
     Unauthorized,
     UnknownAction,
     VerifyReport,
@@ -62,6 +66,40 @@ def test_list_agents_and_agent_status(admin, new_agent):
     assert isinstance(entry, AgentListEntry)
     assert (entry.state, entry.error, entry.failure) == ("active", None, None)
     assert entry.status == admin.agent_status(created.agent_id)
+
+
+def test_policy_is_read_typed_by_the_agent_and_the_admin(admin, new_agent, server):
+    created = new_agent()
+    admin.set_policy(
+        created.agent_id,
+        policy(
+            default={"cost": Decimal("0.25"), "max_calls": 3},
+            rate_limit={"max_actions": 5, "window_secs": 60},
+        ),
+    )
+    with GuardClient(created.token, base_url=server.url) as agent:
+        own = agent.policy()
+    assert own == admin.policy(created.agent_id)
+    assert own == Policy(
+        budget=Decimal(100),
+        scar_limit=Decimal(10),
+        tools={
+            "search": ToolRule(cost=Decimal(1), requires_approval=False, max_calls=None),
+            "send_email": ToolRule(cost=Decimal(5), requires_approval=True, max_calls=None),
+        },
+        default=ToolRule(cost=Decimal("0.25"), requires_approval=False, max_calls=3),
+        rate_limit=RateLimit(max_actions=5, window_secs=Decimal(60)),
+    )
+    assert own.rule_for("send_email") == own.tools["send_email"]
+    assert own.rule_for("anything") == own.default
+    assert Policy(Decimal(1), Decimal(1), {}, None, None).rule_for("anything") is None
+
+
+async def test_async_agent_client_reads_its_policy(server, new_agent):
+    created = new_agent()
+    async with AsyncGuardClient(created.token, base_url=server.url) as agent:
+        own = await agent.policy()
+    assert (own.default, sorted(own.tools)) == (None, ["search", "send_email"])
 
 
 def test_set_policy_replaces_the_policy_of_a_live_agent(admin, new_agent):
@@ -186,6 +224,7 @@ async def test_async_admin_covers_the_same_endpoints(server):
         assert await admin.reissue_token("async-bot") == created.token
         assert "async-bot" in [a.agent_id for a in await admin.list_agents()]
         assert (await admin.set_policy("async-bot", policy(budget=50))).budget == Decimal(50)
+        assert (await admin.policy("async-bot")).budget == Decimal(50)
         assert (await admin.request_action("async-bot", "send_email")).pending
         assert (await admin.request_action("async-bot", "send_email")).pending
         assert [p.action.action_id for p in await admin.list_pending("async-bot")] == [
