@@ -15,6 +15,7 @@ the two byte-identical.
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -177,6 +178,39 @@ def _depth_ok(text: str) -> bool:
     return True
 
 
+# json's messages, said the way the rest of our errors are.
+_SYNTAX_MESSAGES = {
+    "Expecting value": "expected a value",
+    "Expecting ':' delimiter": "expected ':'",
+    "Expecting property name enclosed in double quotes": "expected a key in double quotes",
+    "Extra data": "more after the end of the JSON value",
+    "Unterminated string starting at": "string never ends",
+    "Invalid control character at": "control character in a string (escape it)",
+    "Invalid \\escape": "invalid escape in a string",
+    "Invalid \\uXXXX escape": "invalid \\u escape in a string",
+}
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def syntax_error(exc: json.JSONDecodeError) -> str:
+    """Where a JSON syntax error is and what was expected there, e.g.
+    ``line 3 column 5: expected ',' or '}'``."""
+    message = _SYNTAX_MESSAGES.get(exc.msg)
+    if message is None and exc.msg == "Expecting ',' delimiter":
+        # json does not say which bracket is open; find it (strings cut out first).
+        open_brackets: list[str] = []
+        for bracket in _BRACKET.findall(_STRING.sub("", exc.doc[: exc.pos])):
+            if bracket in "[{":
+                open_brackets.append("]" if bracket == "[" else "}")
+            elif open_brackets:
+                open_brackets.pop()
+        message = f"expected ',' or '{open_brackets[-1]}'" if open_brackets else "expected ','"
+    elif message is None:
+        message = exc.msg[:1].lower() + exc.msg[1:]
+    return f"line {exc.lineno} column {exc.colno}: {message}"
+
+
 def loads(data: bytes | str) -> Any:
     """Parse strict JSON: no duplicate keys, no NaN or infinities, integers
     within 2^53-1, no lone surrogates, nesting at most MAX_DEPTH. Numbers with
@@ -191,6 +225,8 @@ def loads(data: bytes | str) -> Any:
         value = _decoder.decode(text)
     except _DuplicateKey as exc:
         raise CanonicalError(str(exc)) from exc
+    except json.JSONDecodeError as exc:
+        raise CanonicalError(f"not valid JSON: {syntax_error(exc)}") from exc
     except (ValueError, RecursionError) as exc:
         raise CanonicalError("not valid JSON") from exc
     # Lone surrogates can only arrive as \uD8xx escapes: valid UTF-8 has none.

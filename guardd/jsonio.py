@@ -63,4 +63,4 @@ async def read_json() -> Any:
     try:
         return canonical.loads(data)
     except CanonicalError as exc:
-        raise BadRequest(f"request body is not acceptable JSON: {exc}") from None
+        raise BadRequest(f"request body: {exc}") from None

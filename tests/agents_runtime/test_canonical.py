@@ -128,8 +128,19 @@ def test_dumps_refuses_values_rfc8785_cannot_write(value: Any, message: str) -> 
         pytest.param("1e400", r"^not valid JSON$", id="overflow"),
         pytest.param('"\\ud800"', r"^lone surrogate in string$", id="lone-high-surrogate"),
         pytest.param('{"\\udc00":1}', r"^lone surrogate in string$", id="lone-surrogate-key"),
-        pytest.param("[1,]", r"^not valid JSON$", id="trailing-comma"),
-        pytest.param('{"a":1} x', r"^not valid JSON$", id="trailing-garbage"),
+        pytest.param(
+            "[1,]", r"^not valid JSON: line 1 column 4: expected a value$", id="trailing-comma"
+        ),
+        pytest.param(
+            '{"a":1} x',
+            r"^not valid JSON: line 1 column 9: more after the end of the JSON value$",
+            id="trailing-garbage",
+        ),
+        pytest.param(
+            '{"a": [1, {"b": "]}"} 2]}',
+            r"^not valid JSON: line 1 column 23: expected ',' or '\]'$",
+            id="missing-comma-in-array",
+        ),
         pytest.param(b'"\xff"', r"^not valid UTF-8$", id="not-utf8"),
         pytest.param("[" * 65 + "]" * 65, r"^nested deeper than 64 levels$", id="too-deep"),
     ],
