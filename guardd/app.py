@@ -13,8 +13,7 @@ from typing import Any
 import attrs
 from quart import Quart, Response, g, request
 from quart.sessions import NullSession, SecureCookieSessionInterface, SessionMixin
-from quart.wrappers import BaseRequestWebsocket
-from werkzeug.exceptions import HTTPException
+from quart.wrappers import BaseRequestWebsocket, Body
 
 import console
 from agents_runtime import commands as c
@@ -29,6 +28,7 @@ from guardd import bodies
 from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
 from guardd.errors import BadRequest, error_response, register_error_handlers
 from guardd.jsonio import MAX_BODY, SECURITY_HEADERS, json_response, read_json
+from guardd.limits import BODY_DEADLINE, Limits
 from guardd.metrics import Metrics, TimedQuart, metrics_response
 from guardd.readiness import Readiness
 
@@ -82,6 +82,9 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
         app = TimedQuart("guardd", static_folder=None)
         app.metrics = meter
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    app.config["BODY_TIMEOUT"] = BODY_DEADLINE
+    # Counts what requests in flight may buffer; refuses beyond guardd.limits.
+    app.asgi_app = Limits(app.asgi_app)  # type: ignore[method-assign]  # Quart's middleware hook
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.session_interface = NoSessions()
     register_error_handlers(app)
@@ -99,17 +102,13 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
     async def _finish(response: Response) -> Response:
         for name, value in SECURITY_HEADERS.items():  # present already in json_response's
             response.headers.setdefault(name, value)
-        if g.get("body_read"):
-            return response
-        # An answer given before the body was read (401, 403, 404, 503, ...):
-        # Hypercorn drops a keep-alive connection whose request body has not
-        # fully arrived when the answer ends, without saying so, and the
-        # client's next request on it fails with "server disconnected". Read
-        # the rest (at most MAX_BODY); when a body is too large or too slow,
-        # the answer says instead that the connection closes.
-        try:
-            await request.get_data(cache=False)
-        except HTTPException:  # too large, or too slow to arrive
+        if not g.get("body_read") and _body_pending(request.body):
+            # An answer given before the body has arrived (401, 403, 404, 413,
+            # a body too slow, ...): it goes at once and the rest of the body
+            # is never read, so a client without a token cannot make guardd
+            # hold its body. Hypercorn then closes the connection (the next
+            # request on it could not be told from the rest of this body);
+            # the answer says so, and the client's next request opens a new one.
             response.headers["Connection"] = "close"
         return response
 
@@ -204,12 +203,10 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
     @app.post("/v1/agents/<agent_id>/actions")
     async def request_action(agent_id: str) -> Response:
         _, ref = agent(agent_id)
-        body = bodies.parse_body(await read_json(), bodies.ActionRequest)
         # getlist, unlike get, finds no key without raising and catching an error.
         keys = request.headers.getlist("Idempotency-Key")
-        key = keys[0] if keys else None
-        if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
-            raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+        key = _idempotency_key(keys) if keys else None
+        body = bodies.parse_body(await read_json(), bodies.ActionRequest)
         command = c.RequestAction(body.tool, body.input, body.cost, key)
         reply = await ref.ask(command)
         if meter is not None:
@@ -259,6 +256,12 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
         if meter is not None:
             meter.decision(reply)
         return json_response(reply)
+
+    @app.post("/v1/agents/<agent_id>/actions/<action_id>/cancel")
+    async def cancel(agent_id: str, action_id: str) -> Response:
+        who, ref = agent(agent_id)
+        body = bodies.parse_body(await read_json(), bodies.CancelBody)
+        return json_response(await ref.ask(c.Cancel(action_id, who.role, body.reason)))
 
     # -- operator steps --------------------------------------------------------
 
@@ -310,6 +313,12 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
     return app
 
 
+def _body_pending(body: Body) -> bool:
+    """True while some of ``body`` has yet to arrive, or when Quart stopped
+    taking it (too large). Quart keeps these two facts in private fields."""
+    return not body._complete.is_set() or body._must_raise is not None
+
+
 def _console_file(name: str) -> Response:
     from guardd.errors import ApiNotFound
 
@@ -329,6 +338,19 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except (OSError, ValueError):  # e.g. ENAMETOOLONG: no file can have that name
         return False
+
+
+def _idempotency_key(keys: list[str]) -> str:
+    if len(keys) > 1:
+        # Which one would the repeat be matched on? Neither: refuse.
+        raise BadRequest("one Idempotency-Key header at most")
+    key = keys[0]
+    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
+        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
+    # Header bytes arrive decoded as Latin-1, so a non-ASCII byte is a char above 127.
+    if not (key.isascii() and key.isprintable()):
+        raise BadRequest("Idempotency-Key must be printable ASCII (no tab, no other bytes)")
+    return key
 
 
 _INTEGER = re.compile(r"-?[0-9]+")

@@ -41,8 +41,9 @@ def test_decisions_and_refusals_of_an_agent_carry_the_headers(api: Api) -> None:
     _assert_guard_headers(bad)
 
 
-def test_a_body_sent_to_a_refused_request_is_drained_and_the_connection_kept(api: Api) -> None:
+def test_a_body_sent_to_a_refused_request_does_not_break_the_next_request(api: Api) -> None:
     with httpx.Client(base_url=api.server.url, timeout=30.0) as client:
         refused = client.post("/v1/agents/nobody/actions", content=b'{"tool": "x"}' * 1000)
         assert refused.status_code == 401
-        assert client.get("/healthz").status_code == 200  # same keep-alive connection
+        # The same connection when the body had arrived, else a new one (Connection: close)
+        assert client.get("/healthz").status_code == 200

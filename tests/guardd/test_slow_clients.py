@@ -1,0 +1,359 @@
+"""Clients that send their bodies slowly, or stop half-way, against a real
+guardd on loopback: what they may hold is bounded (guardd/limits.py), an
+answer that needs no body goes at once, and the memory comes back.
+
+RSS is read from /proc/<pid>/status (Linux). Every socket is closed in a
+``finally``; the whole module takes about 20 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import select
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+
+from guardd.jsonio import MAX_BODY
+from guardd.limits import BODY_DEADLINE, MAX_BODY_IN_FLIGHT, Limits
+from tests.support.server import GuardServer
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+MIB = 1024 * 1024
+ATTACKERS = 200  # each declares a body of MAX_BODY and stalls before its last KiB
+HELD = MAX_BODY_IN_FLIGHT // MAX_BODY  # how many of them fit in the in-flight limit
+# Above idle RSS during the attack, besides the bodies: the state of 200
+# requests and connections (about 35 KB each) and the allocator's slack.
+MARGIN = 32 * MIB
+# What may stay above idle RSS once the attackers have gone (measured: 7-14 MB).
+LEFT_AFTER = 24 * MIB
+POLICY = {"budget": 1000, "scar_limit": 50, "tools": {"search": {"cost": 1}}}
+ACTIONS = b"/v1/agents/slow/actions"
+
+
+def rss(pid: int) -> int:
+    """Resident set size of ``pid`` in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")  # pragma: no cover
+
+
+@attrs.frozen
+class Target:
+    server: GuardServer
+    agent_token: str
+
+    @property
+    def pid(self) -> int:
+        assert self.server.proc is not None
+        return self.server.proc.pid
+
+    def head(self, length: int, token: str | None) -> bytes:
+        auth = f"Authorization: Bearer {token}\r\n".encode() if token else b""
+        return (
+            b"POST " + ACTIONS + b" HTTP/1.1\r\nHost: x\r\n" + auth
+            + b"Content-Length: %d\r\n\r\n" % length
+        )  # fmt: skip
+
+    def stall(self, token: str | None, sent: int = MAX_BODY - 1024) -> socket.socket:
+        """A connection that declares a body of MAX_BODY and sends only ``sent`` bytes of it."""
+        body = (b'{"tool": "search", "input": "' + b"x" * sent)[:sent]
+        sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        try:
+            sock.sendall(self.head(MAX_BODY, token) + body)
+        except OSError:  # answered and closed already: fine
+            pass
+        return sock
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    server = GuardServer(tmp_path_factory.mktemp("slow") / "guard-data").start()
+    try:
+        with server.client(server.admin_token) as admin:
+            created = admin.post("/v1/agents", json={"agent_id": "slow", "policy": POLICY})
+            assert created.status_code == 201, created.text
+        yield Target(server, created.json()["token"])
+        output = server.read_output()
+        assert "Traceback" not in output
+    finally:
+        server.kill()
+
+
+def read_answer(sock: socket.socket, timeout: float) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 answer from ``sock``: status, headers (lower-case names), body."""
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError(f"closed before an answer: {data!r}")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    while len(body) < int(headers.get("content-length", "0")):
+        body += sock.recv(65536)
+    return int(status_line.split()[1]), headers, body
+
+
+def closed_by_server(sock: socket.socket, timeout: float) -> bool:
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:  # reset: closed with our unread bytes in its buffer
+        return True
+    return True
+
+
+def answers_within(socks: list[socket.socket], timeout: float) -> dict[socket.socket, bytes]:
+    """The first bytes each socket receives within ``timeout`` (absent: nothing yet)."""
+    got: dict[socket.socket, bytes] = {}
+    deadline = time.monotonic() + timeout
+    while len(got) < len(socks) and (left := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([s for s in socks if s not in got], [], [], left)
+        for sock in readable:
+            try:
+                got[sock] = sock.recv(65536)
+            except OSError:
+                got[sock] = b""
+    return got
+
+
+def wait_for_rss_below(pid: int, limit: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while (now := rss(pid)) > limit and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return now
+
+
+# -- answers that need no body -------------------------------------------------------
+
+
+def test_without_a_token_a_slow_body_is_401_at_once_and_never_read(target: Target) -> None:
+    sock = target.stall(None, sent=1024)
+    try:
+        started = time.monotonic()
+        status, headers, body = read_answer(sock, timeout=5)
+        assert time.monotonic() - started < 1.0  # not BODY_DEADLINE: the body is not awaited
+        assert status == 401
+        assert json.loads(body)["code"] == "unauthorized"
+        assert headers["connection"] == "close"
+        assert closed_by_server(sock, timeout=2)
+    finally:
+        sock.close()
+
+
+def test_a_refused_request_whose_body_has_arrived_keeps_its_connection(target: Target) -> None:
+    body = b'{"tool": "search"}'
+    with socket.create_connection(("127.0.0.1", target.server.port), timeout=5) as sock:
+        sock.sendall(target.head(len(body), None) + body)
+        status, headers, _ = read_answer(sock, timeout=5)
+        assert status == 401
+        assert "connection" not in headers
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_answer(sock, timeout=5)[0] == 200  # the same connection
+
+
+# -- many slow bodies ---------------------------------------------------------------
+
+
+def _attack(target: Target, socks: list[socket.socket]) -> tuple[list[socket.socket], int]:
+    """Open ATTACKERS stalled bodies with the agent's token (added to
+    ``socks``). Returns those still held and the peak RSS seen over a second."""
+    for _ in range(ATTACKERS):
+        socks.append(target.stall(target.agent_token))
+    attackers = socks[-ATTACKERS:]
+    peak = rss(target.pid)
+    answered = answers_within(attackers, timeout=1.0)
+    peak = max(peak, rss(target.pid))
+    for first in answered.values():
+        assert first.startswith(b"HTTP/1.1 503 "), first[:200]
+        assert b"\r\nconnection: close\r\n" in first
+    held = [sock for sock in attackers if sock not in answered]
+    assert len(held) == HELD
+    return held, peak
+
+
+def test_slow_bodies_hold_at_most_the_in_flight_limit_and_the_memory_comes_back(
+    target: Target,
+) -> None:
+    idle = rss(target.pid)
+    socks: list[socket.socket] = []
+    try:
+        started = time.monotonic()
+        held, peak = _attack(target, socks)
+        assert peak - idle <= MAX_BODY_IN_FLIGHT + MARGIN, (idle, peak)
+
+        # Others are still answered, or refused cleanly, at once.
+        with httpx.Client(base_url=target.server.url, timeout=5) as client:
+            agent = {"Authorization": f"Bearer {target.agent_token}"}
+            during = client.post(ACTIONS.decode(), json={"tool": "search"}, headers=agent)
+            assert during.status_code in (200, 503), during.text
+            if during.status_code == 503:
+                assert during.json()["code"] == "unavailable"
+            assert client.get("/healthz").status_code == 200
+        tokenless = target.stall(None, sent=1024)
+        socks.append(tokenless)
+        assert read_answer(tokenless, timeout=1.0)[0] == 401
+
+        # The held bodies are refused once the deadline has passed.
+        left = started + BODY_DEADLINE + 3 - time.monotonic()
+        late = answers_within(held, timeout=left)
+        assert len(late) == len(held)
+        assert time.monotonic() - started >= BODY_DEADLINE - 1
+        for first in late.values():
+            # 400 "request body did not arrive within 10 seconds", and closed
+            assert first.startswith(b"HTTP/1.1 400 "), first[:200]
+            assert b"\r\nconnection: close\r\n" in first
+        for sock in socks:
+            sock.close()
+        after = wait_for_rss_below(target.pid, idle + LEFT_AFTER, timeout=5)
+        assert after - idle <= LEFT_AFTER, (idle, peak, after)
+
+        # Again, the clients leaving before the deadline: glibc kept what
+        # the first round freed until large blocks got mappings of their own.
+        socks.clear()
+        held, peak = _attack(target, socks)
+        assert peak - idle <= MAX_BODY_IN_FLIGHT + MARGIN, (idle, peak)
+        for sock in socks:
+            sock.close()
+        after = wait_for_rss_below(target.pid, idle + LEFT_AFTER, timeout=5)
+        assert after - idle <= LEFT_AFTER, (idle, peak, after)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+# -- the limits themselves, in-process ------------------------------------------------
+
+
+class Inner:
+    """An ASGI app standing in for Quart: answers 200 once released."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.calls += 1
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _scope(*headers: tuple[bytes, bytes], token: bool = True) -> dict[str, Any]:
+    auth = [(b"authorization", b"Bearer t")] if token else []
+    return {"type": "http", "headers": [*auth, *headers]}
+
+
+async def _call(limits: Limits, scope: dict[str, Any]) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:  # pragma: no cover - never read here
+        raise AssertionError("the body was read")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await limits(scope, receive, send)
+    return sent
+
+
+def _status(sent: list[dict[str, Any]]) -> int:
+    return int(sent[0]["status"])
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "max_requests", "fits"),
+    [
+        pytest.param(_scope(), _scope(), 1, False, id="requests"),
+        pytest.param(_scope(), _scope(), 2, True, id="requests-exactly"),
+        pytest.param(
+            _scope((b"content-length", b"%d" % (MIB - 10))),
+            _scope((b"content-length", b"11")),
+            2,
+            False,
+            id="declared-bytes",
+        ),
+        pytest.param(
+            _scope((b"content-length", b"%d" % (MIB - 10))),
+            _scope((b"content-length", b"10")),
+            2,
+            True,
+            id="declared-bytes-exactly",
+        ),
+        pytest.param(
+            _scope((b"content-length", b"%d" % (MIB - 10))),
+            _scope((b"content-length", b"%d" % MIB), token=False),
+            2,
+            True,
+            id="without-a-token-no-body-bytes",
+        ),
+        pytest.param(
+            _scope((b"transfer-encoding", b"chunked")),
+            _scope((b"content-length", b"1")),
+            2,
+            False,
+            id="chunked-counts-max-body",
+        ),
+        pytest.param(
+            _scope((b"content-length", b"%d" % (50 * MIB))),
+            _scope((b"content-length", b"1")),
+            2,
+            False,
+            id="oversized-counts-max-body",
+        ),
+    ],
+)
+async def test_a_request_beyond_the_limits_is_unavailable_before_its_body(
+    first: dict[str, Any], second: dict[str, Any], max_requests: int, fits: bool
+) -> None:
+    inner = Inner()
+    limits = Limits(inner, max_requests=max_requests, max_body_bytes=MAX_BODY)
+    held = asyncio.create_task(_call(limits, first))
+    await asyncio.sleep(0)
+    assert inner.calls == 1
+    if fits:
+        also = asyncio.create_task(_call(limits, second))
+        await asyncio.sleep(0)
+        assert inner.calls == 2
+        inner.release.set()
+        assert _status(await also) == 200
+    else:
+        refused = await _call(limits, second)
+        assert _status(refused) == 503
+        assert (b"connection", b"close") in refused[0]["headers"]
+        assert json.loads(refused[1]["body"])["code"] == "unavailable"
+        assert inner.calls == 1
+        inner.release.set()
+    assert _status(await held) == 200
+    assert (limits.requests, limits.body_bytes) == (0, 0)  # given back
+    assert _status(await _call(limits, second)) == 200
+
+
+async def test_content_length_with_transfer_encoding_never_reaches_the_app() -> None:
+    inner = Inner()
+    limits = Limits(inner)
+    scope = _scope((b"content-length", b"0"), (b"transfer-encoding", b"chunked"))
+    refused = await _call(limits, scope)
+    assert _status(refused) == 400
+    assert json.loads(refused[1]["body"])["code"] == "bad_request"
+    assert inner.calls == 0
+    assert (limits.requests, limits.body_bytes) == (0, 0)
