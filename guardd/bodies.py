@@ -4,6 +4,7 @@ are a 400 whose message names the key path."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any, Literal, NewType, TypeVar
 
@@ -63,6 +64,11 @@ class RejectBody:
 
 
 @attrs.frozen
+class CancelBody:
+    reason: Text | None = None
+
+
+@attrs.frozen
 class ScarBody:
     severity: Severity
     reason: Text
@@ -76,12 +82,26 @@ class TerminateBody:
     by: Operator
 
 
-def _string(limit: int, what: str) -> Any:
+# Control characters (Unicode category Cc: C0, DEL, C1). In a name (tool,
+# approver, operator) none; in free text (notes, reasons, detail) only tab and
+# line feed. Anything else could rewrite what a terminal or a log viewer
+# shows of the signed log: a carriage return, an escape sequence, a NUL.
+_NAME_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_TEXT_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _string(limit: int, what: str, control: re.Pattern[str] = _NAME_CONTROL) -> Any:
+    allowed = " other than tab and line feed" if control is _TEXT_CONTROL else ""
+
     def hook(value: Any, _: Any) -> str:
         if not isinstance(value, str):
             raise ValueError("must be a string")
         if not 1 <= len(value) <= limit:
             raise ValueError(f"{what} must be 1 to {limit} characters")
+        found = control.search(value)
+        if found is not None:
+            code = f"U+{ord(found.group()):04X}"
+            raise ValueError(f"{what} must not contain control characters{allowed} ({code})")
         return value
 
     return hook
@@ -126,7 +146,7 @@ def _object(value: Any) -> Any:
 _converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 _converter.register_structure_hook(Name, _string(MAX_NAME, "names"))
 _converter.register_structure_hook(Operator, _operator)
-_converter.register_structure_hook(Text, _string(MAX_TEXT, "text"))
+_converter.register_structure_hook(Text, _string(MAX_TEXT, "text", _TEXT_CONTROL))
 _converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
 _converter.register_structure_hook(AgentId, _agent_id)
 _converter.register_structure_hook(str, _plain_str)
@@ -142,6 +162,7 @@ for _cls in (
     OutcomeReport,
     ApproveBody,
     RejectBody,
+    CancelBody,
     ScarBody,
     TerminateBody,
 ):

@@ -11,11 +11,16 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
 import httpx
 import pytest
 
@@ -252,6 +257,40 @@ def test_bodies_that_are_not_one_json_object_are_refused(
     hostile: Hostile, writes_nothing: None, body: bytes
 ) -> None:
     assert_error(hostile.post(ACTIONS, body), 400, "bad_request")
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        pytest.param(
+            b'{\n  "tool": "search",\n  "input": {"a": 1\n    "b": 2}}',
+            "line 4 column 5: expected ',' or '}'",
+            id="missing-comma-in-object",
+        ),
+        pytest.param(
+            b'{"tool": "search", "input": [1, "]" 2]}',
+            "line 1 column 37: expected ',' or ']'",
+            id="missing-comma-in-array",
+        ),
+        pytest.param(b'{"tool" "search"}', "line 1 column 9: expected ':'", id="missing-colon"),
+        pytest.param(
+            b'{"tool": "search",}',
+            "line 1 column 19: expected a key in double quotes",
+            id="trailing-comma",
+        ),
+        pytest.param(
+            b'{"tool": "search"} {}',
+            "line 1 column 20: more after the end of the JSON value",
+            id="two-documents",
+        ),
+        pytest.param(b'{"tool": "sea', "line 1 column 10: string never ends", id="cut-short"),
+    ],
+)
+def test_json_syntax_errors_say_where(
+    hostile: Hostile, writes_nothing: None, body: bytes, where: str
+) -> None:
+    message = assert_error(hostile.post(ACTIONS, body), 400, "bad_request")
+    assert message == f"request body: not valid JSON: {where}"
 
 
 @pytest.mark.parametrize(
@@ -533,6 +572,61 @@ def test_without_a_token_a_big_body_is_401_not_read(hostile: Hostile) -> None:
         assert_error(anonymous.post(ACTIONS, content=_big_action()), 401, "unauthorized")
 
 
+# -- HTTP/2 -------------------------------------------------------------------------
+
+
+def _http2_exchange(port: int, headers: list[tuple[str, str]], body: bytes) -> list[Any]:
+    """Open a cleartext HTTP/2 connection (prior knowledge), send one request
+    with ``body``, and return the server's events until it closes or 5 s pass."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    events: list[Any] = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        conn.send_headers(1, headers, end_stream=not body)
+        for start in range(0, len(body), conn.max_outbound_frame_size):
+            conn.send_data(1, body[start : start + conn.max_outbound_frame_size])
+        sock.sendall(conn.data_to_send())
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                data = sock.recv(65536)
+            except OSError:  # reset after GOAWAY
+                break
+            if not data:
+                break
+            try:
+                events.extend(conn.receive_data(data))
+            except h2.exceptions.ProtocolError:
+                break
+    return events
+
+
+def test_cleartext_http2_is_refused_without_a_traceback(hostile: Hostile) -> None:
+    token = hostile.server.admin_token
+    base = [(":method", "POST"), (":path", ACTIONS), (":scheme", "http"), (":authority", "x")]
+    big = [*base, ("authorization", f"Bearer {token}"), ("content-length", str(2 * MIB))]
+    for headers, body in ((big, b"x" * 65535), (base, b"")):
+        events = _http2_exchange(hostile.server.port, headers, body)
+        assert any(isinstance(e, h2.events.ConnectionTerminated) for e in events), events
+        assert not any(isinstance(e, h2.events.ResponseReceived) for e in events), events
+    output = hostile.server.read_output()
+    assert "Traceback" not in output
+    assert "KeyError" not in output
+
+
+def test_an_h2c_upgrade_with_a_body_is_answered_in_http1(hostile: Hostile) -> None:
+    token = hostile.server.admin_token.encode()
+    head = _action_head(
+        b"Authorization: Bearer " + token,
+        b"Content-Length: %d" % (MIB + 1),
+        b"Upgrade: h2c",
+        b"HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA",
+    )
+    answer = hostile.raw(head, b'{"tool": "search"}')  # the rest never comes
+    assert_error(answer, 413, "too_large")
+    assert "Traceback" not in hostile.server.read_output()
+
+
 # -- money and shapes ---------------------------------------------------------------
 
 
@@ -630,6 +724,125 @@ def test_an_idempotency_key_of_bad_length_is_400(
         ACTIONS, json={"tool": "search"}, headers={"Idempotency-Key": key}
     )
     assert_error(response, 400, "bad_request")
+
+
+def _action_head(*headers: bytes) -> bytes:
+    """A POST to the actions path with these headers (``Hostile.raw`` ends the block)."""
+    return b"\r\n".join([b"POST " + ACTIONS.encode() + b" HTTP/1.1", b"Host: x", *headers])
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        pytest.param(
+            [b"Idempotency-Key: k-1", b"Idempotency-Key: k-2"],
+            "one Idempotency-Key header at most",
+            id="two-headers",
+        ),
+        pytest.param(
+            [b"Idempotency-Key: k-1", b"Idempotency-Key: k-1"],
+            "one Idempotency-Key header at most",
+            id="the-same-twice",
+        ),
+        pytest.param(
+            ["Idempotency-Key: café".encode()],
+            "Idempotency-Key must be printable ASCII (no tab, no other bytes)",
+            id="non-ascii-utf8",
+        ),
+        pytest.param(
+            [b"Idempotency-Key: caf\xe9"],
+            "Idempotency-Key must be printable ASCII (no tab, no other bytes)",
+            id="non-ascii-latin1",
+        ),
+        pytest.param(
+            [b"Idempotency-Key: a\tb"],
+            "Idempotency-Key must be printable ASCII (no tab, no other bytes)",
+            id="tab",
+        ),
+    ],
+)
+def test_an_idempotency_key_that_is_not_one_ascii_value_is_400(
+    hostile: Hostile, writes_nothing: None, keys: list[bytes], message: str
+) -> None:
+    body = b'{"tool": "search"}'
+    token = b"Authorization: Bearer " + hostile.server.admin_token.encode()
+    length = b"Content-Length: %d" % len(body)
+    answer = hostile.raw(_action_head(token, length, *keys), body)
+    assert assert_error(answer, 400, "bad_request") == message
+
+
+@pytest.mark.parametrize("length", [b"0", b"18", b"5"])
+def test_content_length_with_transfer_encoding_is_400_before_anything_else(
+    hostile: Hostile, writes_nothing: None, length: bytes
+) -> None:
+    # No token either: the framing is refused before the request is looked at.
+    body = b'{"tool": "search"}'
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    head = _action_head(b"Content-Length: " + length, b"Transfer-Encoding: chunked")
+    answer = hostile.raw(head, chunked)
+    message = assert_error(answer, 400, "bad_request")
+    assert message == "a request may not have both Content-Length and Transfer-Encoding"
+    assert answer.headers["connection"] == "close"
+
+
+CONTROL_CHARACTERS = ["\x00", "\x07", "\r", "\x1b", "\x7f", "\x85", "\x9b"]
+
+
+@pytest.mark.parametrize("char", [*CONTROL_CHARACTERS, "\n", "\t"])
+def test_control_characters_in_a_tool_name_are_400(
+    hostile: Hostile, writes_nothing: None, char: str
+) -> None:
+    response = hostile.admin.post(ACTIONS, json={"tool": f"sea{char}rch"})
+    message = assert_error(response, 400, "bad_request")
+    assert message == (f"$.tool: tool must not contain control characters (U+{ord(char):04X})")
+
+
+@pytest.mark.parametrize(
+    ("step", "body", "key"),
+    [
+        pytest.param("approve", {"approver": "al{}ice"}, "approver", id="approver"),
+        pytest.param("approve", {"approver": "alice", "note": "o{}k"}, "note", id="note"),
+        pytest.param("reject", {"approver": "al{}ice", "reason": "no"}, "approver", id="reject-by"),
+        pytest.param("reject", {"approver": "alice", "reason": "n{}o"}, "reason", id="reason"),
+    ],
+)
+@pytest.mark.parametrize("char", CONTROL_CHARACTERS)
+def test_control_characters_in_approver_names_and_notes_are_400(
+    hostile: Hostile, writes_nothing: None, step: str, body: dict[str, str], key: str, char: str
+) -> None:
+    body = {name: value.format(char) for name, value in body.items()}
+    response = hostile.admin.post(f"{ACTIONS}/act-1/{step}", json=body)
+    message = assert_error(response, 400, "bad_request")
+    assert message.startswith(f"$.{key}: "), message
+    assert "must not contain control characters" in message
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        pytest.param("scars", {"severity": "minor", "reason": "r{}", "by": "ops"}, id="scar"),
+        pytest.param("scars", {"severity": "minor", "reason": "r", "by": "o{}ps"}, id="scar-by"),
+        pytest.param("terminate", {"reason": "r{}", "by": "ops"}, id="terminate"),
+        pytest.param("terminate", {"reason": "r", "by": "o{}ps"}, id="terminate-by"),
+    ],
+)
+def test_control_characters_in_operator_steps_are_400(
+    hostile: Hostile, writes_nothing: None, path: str, body: dict[str, str]
+) -> None:
+    body = {name: value.format("\x1b[2J") for name, value in body.items()}
+    response = hostile.admin.post(f"/v1/agents/{AGENT}/{path}", json=body)
+    assert "must not contain control characters" in assert_error(response, 400, "bad_request")
+
+
+def test_a_note_may_hold_tabs_and_line_feeds(hostile: Hostile) -> None:
+    held = hostile.admin.post(ACTIONS, json={"tool": "send_email"}).json()
+    assert held["decision"] == "pending_approval", held
+    note = "first line\n\tsecond line"
+    approve = f"{ACTIONS}/{held['action_id']}/approve"
+    response = hostile.admin.post(approve, json={"approver": "alice", "note": note})
+    assert response.status_code == 200, response.text
+    records = hostile.admin.get(f"/v1/agents/{AGENT}/log").json()["records"]
+    assert records[-1]["note"] == note
 
 
 @pytest.mark.parametrize(
