@@ -1,0 +1,206 @@
+"""Asking guardd, and what each answer becomes for the MCP client.
+
+``Gate.call`` is the whole life of one ``tools/call``: ask (one
+``Idempotency-Key`` for every retry, so a retry never charges twice), wait
+for a person when the policy says so, run the call through ``forward`` only
+when it is allowed, and report its outcome. Every way it can end that does
+not run the call is a tool result with ``isError`` and a text the model can
+act on; nothing is forwarded when guardd cannot be asked (fail closed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from client_sdk import (
+    Action,
+    APIError,
+    AsyncGuardClient,
+    Decision,
+    GuardError,
+    Policy,
+    ToolRule,
+    TransportError,
+)
+from guard_mcp.config import Settings
+
+log = logging.getLogger("guard_mcp")
+
+#: Longest single long-poll of an action (the service's bound is 60 s); the
+#: person waiting sees a progress message after each one.
+POLL_SECONDS = 15.0
+
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+Forward = Callable[[], Awaitable[types.CallToolResult]]
+
+
+def tool_error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, Decimal | int | float) and not isinstance(value, bool):
+        return format(value, "f") if isinstance(value, Decimal) else str(value)
+    return repr(value)
+
+
+def denial_text(reason: Mapping[str, Any] | None, action_id: str) -> str:
+    """``denied by guard: <code> (<what it means>)`` for a denial's reason object."""
+    reason = dict(reason or {})
+    code = str(reason.pop("code", "denied"))
+    if code == "insufficient_budget":
+        detail = f"needs {_number(reason.get('cost'))}, {_number(reason.get('remaining'))} left"
+    elif code == "tool_not_allowed":
+        detail = f"{reason.get('tool')} is not in the agent's policy"
+    elif code == "tool_call_limit":
+        detail = f"{reason.get('tool')} may run at most {_number(reason.get('max_calls'))} times"
+    elif code == "terminated":
+        detail = f"the agent is terminated: {reason.get('reason')}"
+    elif code == "rejected":
+        detail = f"rejected by {reason.get('by')}: {reason.get('reason')}"
+    else:
+        detail = ", ".join(f"{k}={_number(v)}" for k, v in reason.items())
+    text = f"denied by guard: {code}" + (f" ({detail})" if detail else "")
+    return f"{text}; action {action_id}; the call was not run."
+
+
+def rule_note(rule: ToolRule, cost_argument: str | None) -> str:
+    """What a tool's description says about its rule, or '' when nothing needs saying."""
+    notes = []
+    if rule.requires_approval:
+        notes.append("each call waits for a person's approval")
+    if cost_argument is not None:
+        notes.append(f"costs the number in its '{cost_argument}' argument")
+        if rule.cost > 0:
+            notes[-1] += f" (at least {_number(rule.cost)})"
+    elif rule.cost > 0:
+        notes.append(f"costs {_number(rule.cost)} of the agent's budget")
+    return f"[guard: {'; '.join(notes)}]" if notes else ""
+
+
+class Gate:
+    """The agent's connection to guardd, as guard-mcp uses it."""
+
+    def __init__(self, client: AsyncGuardClient, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self.console = client.base_url.rstrip("/") + "/"
+
+    async def policy(self) -> Policy:
+        return await self.client.policy()
+
+    def unreachable(self, exc: GuardError) -> str:
+        return f"guard unreachable, the call was not run (fail closed): {exc}"
+
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        cost: Decimal | None,
+        forward: Forward,
+        progress: Progress,
+    ) -> types.CallToolResult:
+        try:
+            # The SDK sends one new Idempotency-Key with every retry of this ask.
+            decision = await self.client.request_action(tool, arguments, cost)
+        except TransportError as exc:
+            return tool_error(self.unreachable(exc))
+        except APIError as exc:
+            return tool_error(f"guard refused the request, the call was not run: {exc}")
+        if decision.pending:
+            return await self._held(tool, arguments, decision, forward, progress)
+        if decision.denied:
+            return tool_error(denial_text(decision.reason, decision.action_id))
+        return await self._run(decision.action_id, forward)
+
+    async def _held(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        decision: Decision,
+        forward: Forward,
+        progress: Progress,
+    ) -> types.CallToolResult:
+        action_id = decision.action_id
+        timeout = self.settings.approval_timeout
+        started = time.monotonic()
+        waiting = (
+            f"{tool} ({action_id}) waits for a person's approval at the guard console "
+            f"{self.console}"
+        )
+        log.info("%s", waiting)
+        try:
+            while True:
+                elapsed = time.monotonic() - started
+                shown = f"{waiting} ({math.floor(elapsed)} of {timeout:g} s)"
+                await progress(elapsed, timeout, shown)
+                left = timeout - elapsed
+                if left <= 0:
+                    note = await self.withdraw(action_id, "timed out")
+                    return tool_error(
+                        f"timed out after {timeout:g} s waiting for approval of {action_id} "
+                        f"({tool}); the call was not run. {note}"
+                    )
+                try:
+                    action = await self.client.get_action(action_id, wait=min(left, POLL_SECONDS))
+                except TransportError as exc:
+                    return tool_error(
+                        f"guard unreachable while {action_id} waited for approval, the call "
+                        f"was not run (fail closed): {exc}"
+                    )
+                except APIError as exc:
+                    return tool_error(f"guard refused, the call was not run: {exc}")
+                if action.status != "pending_approval":
+                    return await self._decided(action, forward)
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled (notifications/cancelled) or went away.
+            with anyio.CancelScope(shield=True):
+                await self.withdraw(action_id, "cancelled by the client")
+            raise
+
+    async def _decided(self, action: Action, forward: Forward) -> types.CallToolResult:
+        if action.status == "allowed":
+            return await self._run(action.action_id, forward)
+        if action.status == "denied":
+            return tool_error(denial_text(action.reason, action.action_id))
+        return tool_error(
+            f"guard: {action.action_id} left approval as {action.status!r}; the call was not run."
+        )
+
+    async def withdraw(self, action_id: str, why: str) -> str:
+        """Give up a held action; what the model is told about it.
+
+        The only place to withdraw the action on guardd once the service can:
+        until then it stays pending, and a late approval would charge for a
+        call that never ran, so the person is asked to reject it.
+        """
+        log.warning("%s %s; it stays pending on guardd", action_id, why)
+        return (
+            f"The action stays pending on guardd: reject {action_id} at the console "
+            f"{self.console} so that a late approval cannot charge for a call that did not run."
+        )
+
+    async def _run(self, action_id: str, forward: Forward) -> types.CallToolResult:
+        try:
+            result = await forward()
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await self._report(action_id, "failure", f"upstream failed: {exc!s}"[:500])
+            raise
+        await self._report(action_id, "failure" if result.is_error else "success", None)
+        return result
+
+    async def _report(self, action_id: str, status: str, detail: str | None) -> None:
+        try:
+            await self.client.report_outcome(action_id, status, detail)
+        except GuardError as exc:
+            # The call ran: its result goes back whatever the report's fate.
+            log.error("could not report %s of %s to guardd: %s", status, action_id, exc)
