@@ -395,9 +395,13 @@ def test_agent_ids_that_are_not_ids_never_reach_a_file(hostile: Hostile) -> None
         assert message.startswith("$.agent_id: ")
     after = _tree(root)
     changed = {name for name in set(before) | set(after) if before.get(name) != after.get(name)}
-    assert changed <= {f"guard-data/agents/{AGENT}.jsonl", f"guardd-{hostile.server.port}.out"}
+    assert changed <= {
+        f"guard-data/agents/{AGENT}.jsonl",
+        f"guard-data/checkpoints/{AGENT}.checkpoint",
+        f"guardd-{hostile.server.port}.out",
+    }
     assert outside.read_text() == "not a log\n"
-    assert sorted(os.listdir(hostile.server.data_dir)) == ["agents", "keys"]
+    assert sorted(os.listdir(hostile.server.data_dir)) == ["agents", "checkpoints", "keys", "lock"]
 
 
 @pytest.mark.parametrize(
