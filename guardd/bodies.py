@@ -181,9 +181,19 @@ def parse_body(value: Any, cls: type[T]) -> T:
 
 def parse_policy_body(value: Any, path: str = "$") -> Policy:
     try:
-        return parse_policy(value)
+        policy = parse_policy(value)
     except PolicyError as exc:
         message = str(exc)
         if path != "$":
             message = "; ".join(path + part.strip()[1:] for part in message.split(";"))
         raise BadRequest(message) from None
+    # Here, not in the policy schema: logs written before this rule must
+    # still load. A tool name no request may carry could never match.
+    for name in policy.tools:
+        found = _NAME_CONTROL.search(name)
+        if found is not None:
+            code = f"U+{ord(found.group()):04X}"
+            raise BadRequest(
+                f"{path}.tools: tool names must not contain control characters ({code})"
+            )
+    return policy

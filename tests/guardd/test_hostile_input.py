@@ -801,6 +801,23 @@ def test_control_characters_in_a_tool_name_are_400(
     assert message == (f"$.tool: tool must not contain control characters (U+{ord(char):04X})")
 
 
+@pytest.mark.parametrize("char", ["\x00", "\x1b", "\r", "\x85"])
+def test_control_characters_in_a_policy_tool_name_are_400(
+    hostile: Hostile, writes_nothing: None, char: str
+) -> None:
+    policy = {**POLICY, "tools": {f"sea{char}rch": {"cost": 1}}}
+    response = hostile.admin.post("/v1/agents", json={"agent_id": "ctl", "policy": policy})
+    message = assert_error(response, 400, "bad_request")
+    assert message == (
+        f"$.policy.tools: tool names must not contain control characters (U+{ord(char):04X})"
+    )
+    response = hostile.admin.put(f"/v1/agents/{AGENT}/policy", json=policy)
+    message = assert_error(response, 400, "bad_request")
+    assert message == (
+        f"$.tools: tool names must not contain control characters (U+{ord(char):04X})"
+    )
+
+
 @pytest.mark.parametrize(
     ("step", "body", "key"),
     [
