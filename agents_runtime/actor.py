@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from agents_runtime import commands as c
-from agents_runtime.agent import HANDLERS, finish_interrupted
+from agents_runtime.agent import HANDLERS, expire_due, finish_interrupted
 from agents_runtime.committer import Committer
 from agents_runtime.errors import (
     AgentError,
@@ -39,7 +39,14 @@ from agents_runtime.logfile import LogFile
 from agents_runtime.mailbox import Mailbox
 from agents_runtime.record import Head, seal, timestamp_micros
 from agents_runtime.replay import load_log
-from agents_runtime.state import AgentState, action_number, apply, note_ts, parse_ts
+from agents_runtime.state import (
+    AgentState,
+    action_number,
+    apply,
+    next_deadline,
+    note_ts,
+    parse_ts,
+)
 
 log = logging.getLogger("agents_runtime.actor")
 
@@ -143,6 +150,11 @@ class AgentActor:
         self._buffer: list[bytes] = []
         self._ts = ""
         self._watchers: dict[str, list[asyncio.Future[None]]] = {}
+        # The earliest approval deadline of the pending actions (seconds
+        # since the epoch), recomputed only after a batch that held a new
+        # action or changed the policy (state.expiry_dirty): nothing per
+        # command while no policy sets approval_timeout_secs.
+        self._deadline: float | None = None
         self.task: asyncio.Task[None] | None = None
         self.ref = AgentRef(self)
 
@@ -231,7 +243,17 @@ class AgentActor:
         try:
             await self._finish_interrupted()
             while True:
-                batch = await self.mailbox.take(MAX_BATCH)
+                state = self.state
+                if state.expiry_dirty:
+                    state.expiry_dirty = False
+                    self._deadline = next_deadline(state)
+                deadline = self._deadline
+                # An approval deadline is a timer: the mailbox is waited on
+                # until then at most, and an empty batch expires what is due.
+                # One already past (guardd was down) gives an empty wait, so
+                # it is expired before the first command is run.
+                timeout = None if deadline is None else deadline - self.clock()
+                batch = await self.mailbox.take(MAX_BATCH, timeout)
                 try:
                     if await self._run_batch(batch):
                         break
@@ -287,6 +309,9 @@ class AgentActor:
         # One clock reading a batch: its records are committed together, and
         # formatting a ts per command cost ~3 us of the actor's ~20.
         now = self._tick()
+        deadline = self._deadline
+        if deadline is not None and now >= deadline:
+            self._expire(now)
         for command, future in batch:
             if command is _STOP:
                 stop = True
@@ -322,6 +347,16 @@ class AgentActor:
                 future.set_exception(error)
         self._wake_watchers()
         return stop
+
+    def _expire(self, now: float) -> None:
+        """Write approval_expired for what is due at ``now``, first in the batch."""
+        self.state.expiry_dirty = True  # the next deadline is a later one
+        if self.signer is None or self.fenced is not None:
+            # Nothing can be written: no timer until a restart sorts it out.
+            self._deadline = None
+            self.state.expiry_dirty = False
+            return
+        expire_due(self.state, self._emit, now)
 
     def _committed(self) -> None:
         """A batch is on disk: its last record is the committed head (no

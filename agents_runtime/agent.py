@@ -29,6 +29,8 @@ from agents_runtime.money import ZERO
 from agents_runtime.policy import policy_json
 from agents_runtime.state import (
     ALLOWED,
+    CANCELLED,
+    EXPIRED,
     PENDING,
     Action,
     AgentState,
@@ -36,6 +38,7 @@ from agents_runtime.state import (
     action_number,
     action_outcome,
     action_status,
+    expired_actions,
     first_decision,
     parse_ts,
     pending_json,
@@ -61,9 +64,30 @@ def _pending(state: AgentState, action_id: str) -> Action:
     n = _action(state, action_id)
     action = state.pending.get(action_id)
     if action is None:
+        held = state.held.get(action_id)
+        if held is not None and held.decided_at is not None:
+            raise InvalidState(f"action {action_id} {_decided_how(held)}; it is no longer pending")
         status = action_status(state, n)
         raise InvalidState(f"action {action_id} is {status}, not pending_approval")
     return action
+
+
+def _decided_how(held: Action) -> str:
+    """What took a held action out of pending, by whom and when, for the 409
+    of a decision that came too late (two operators, or a withdrawn call)."""
+    at = held.decided_at
+    reason = held.reason
+    if reason is None:
+        return f"was approved by {held.approved_by} at {at}"
+    code = reason.get("code")
+    if code == "rejected":
+        return f"was rejected by {reason['by']} at {at}: {reason['reason']}"
+    if code == CANCELLED:
+        why = f": {reason['reason']}" if "reason" in reason else ""
+        return f"was cancelled by {reason['by']} at {at}{why}"
+    if code == EXPIRED:
+        return f"expired at {at}, unapproved after {reason['timeout_secs']} seconds"
+    return f"was denied ({code}) at {at} when {held.approved_by or 'an operator'} approved it"
 
 
 def add_scar(
@@ -217,6 +241,26 @@ def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
     return {"decision": "denied", "action_id": action.action_id, "reason": action.reason}
 
 
+def cancel(state: AgentState, emit: Emit, cmd: c.Cancel, now: float) -> Any:
+    """The asker withdraws a pending action: never charged, no scar."""
+    action = _pending(state, cmd.action_id)
+    fields: dict[str, Any] = {"kind": "action_cancelled", "action_id": action.action_id}
+    fields["by"] = cmd.role
+    if cmd.reason is not None:
+        fields["reason"] = cmd.reason
+    emit(fields)
+    return action_json(state, _action(state, action.action_id))
+
+
+def expire_due(state: AgentState, emit: Emit, now: float) -> None:
+    """Write ``approval_expired`` for every pending action whose approval
+    timeout has run out at ``now`` (oldest first). The actor runs this at the
+    start of a batch whose ``now`` has reached its earliest deadline, before
+    the batch's commands, so no command sees an action past its time."""
+    for action, timeout in expired_actions(state, now):
+        emit({"kind": "approval_expired", "action_id": action.action_id, "timeout_secs": timeout})
+
+
 def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: float) -> Any:
     if cmd.outcome == "harmful" and cmd.role != c.ADMIN:
         raise Forbidden("only the admin token may report a harmful outcome")
@@ -282,7 +326,7 @@ def get_action(state: AgentState, emit: Emit, cmd: c.GetAction, now: float) -> A
 
 
 def list_pending(state: AgentState, emit: Emit, cmd: c.ListPending, now: float) -> Any:
-    return {"pending": [pending_json(a) for a in state.pending.values()]}
+    return {"pending": [pending_json(a, state) for a in state.pending.values()]}
 
 
 def finish_interrupted(state: AgentState, emit: Emit) -> None:
@@ -323,6 +367,7 @@ HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {
     c.RequestAction: request_action,
     c.Approve: approve,
     c.Reject: reject,
+    c.Cancel: cancel,
     c.ReportOutcome: report_outcome,
     c.AddScar: scar,
     c.Terminate: terminate,

@@ -24,6 +24,7 @@ DENY_SCARS: dict[str, str | None] = {
     "rate_limited": "minor",
     "insufficient_budget": None,
     "rejected": None,  # the operator chooses
+    "approval_expired": None,  # nobody decided in time: not the agent's fault
 }
 
 

@@ -65,6 +65,15 @@ class Reject:
 
 
 @attrs.frozen
+class Cancel:
+    """The asker withdraws a pending action (agent or admin)."""
+
+    action_id: str
+    role: str  # ADMIN or AGENT
+    reason: str | None = None
+
+
+@attrs.frozen
 class ReportOutcome:
     action_id: str
     outcome: str  # success, failure, harmful
@@ -105,10 +114,11 @@ Command = (
     | ListPending
     | Approve
     | Reject
+    | Cancel
     | ReportOutcome
     | AddScar
     | Terminate
     | SetPolicy
     | GetLogView
 )
-WRITES = (RequestAction, Approve, Reject, ReportOutcome, AddScar, Terminate, SetPolicy)
+WRITES = (RequestAction, Approve, Reject, Cancel, ReportOutcome, AddScar, Terminate, SetPolicy)

@@ -67,17 +67,27 @@ class Mailbox(Generic[T]):
         if not self.full():
             self._wake_putters()
 
-    async def take(self, most: int) -> list[T]:
+    async def take(self, most: int, within: float | None = None) -> list[T]:
         """Wait until the mailbox holds something, then take up to ``most``
-        items, oldest first."""
+        items, oldest first. With ``within``, wait that many seconds at
+        most and take nothing when it runs out (the actor's timer). A timer
+        per wait, not asyncio.timeout: no task, and nothing when ``within`` is None."""
         items = self._items
         while not items:
-            reader: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            if within is not None and within <= 0:
+                return []
+            loop = asyncio.get_running_loop()
+            reader: asyncio.Future[None] = loop.create_future()
             self._reader = reader
+            timer = None if within is None else loop.call_later(within, _wake, reader)
             try:
                 await reader
             finally:
                 self._reader = None
+                if timer is not None:
+                    timer.cancel()
+            if timer is not None and not items:
+                return []
         if len(items) <= most:
             taken = list(items)
             items.clear()
@@ -103,3 +113,8 @@ class Mailbox(Generic[T]):
             if not room.done():
                 room.set_result(None)
                 return
+
+
+def _wake(reader: asyncio.Future[None]) -> None:
+    if not reader.done():
+        reader.set_result(None)

@@ -31,6 +31,9 @@ class ToolRule:
     cost: Money = ZERO
     requires_approval: bool = False
     max_calls: PositiveInt | None = None
+    # Seconds a held call of this tool may wait for an operator; None: the
+    # policy's own approval_timeout_secs.
+    approval_timeout_secs: PositiveNumber | None = None
 
 
 @attrs.frozen
@@ -46,9 +49,19 @@ class Policy:
     tools: dict[str, ToolRule]  # names checked by _tool_name
     default: ToolRule | None = None
     rate_limit: RateLimit | None = None
+    # Seconds a held action may wait before it expires; None: for ever.
+    approval_timeout_secs: PositiveNumber | None = None
 
     def rule_for(self, tool: str) -> ToolRule | None:
         return self.tools.get(tool, self.default)
+
+    def approval_timeout(self, tool: str) -> Decimal | None:
+        """Seconds a held call of ``tool`` may wait: its rule's (the tool's
+        own, else the default rule's) if it sets one, else the policy's."""
+        rule = self.tools.get(tool, self.default)
+        if rule is not None and rule.approval_timeout_secs is not None:
+            return rule.approval_timeout_secs
+        return self.approval_timeout_secs
 
 
 def _strict_int(value: Any, _: Any) -> int:
@@ -128,10 +141,15 @@ def parse_policy(value: Any) -> Policy:
 def policy_json(policy: Policy) -> dict[str, Any]:
     """The whole policy, defaults filled in, as written into the log."""
 
+    # approval_timeout_secs is written only when set: a policy without it
+    # keeps the exact bytes it had before the key existed.
     def rule(r: ToolRule) -> dict[str, Any]:
-        return {"cost": r.cost, "requires_approval": r.requires_approval, "max_calls": r.max_calls}
+        out = {"cost": r.cost, "requires_approval": r.requires_approval, "max_calls": r.max_calls}
+        if r.approval_timeout_secs is not None:
+            out["approval_timeout_secs"] = r.approval_timeout_secs
+        return out
 
-    return {
+    out = {
         "budget": policy.budget,
         "scar_limit": policy.scar_limit,
         "tools": {name: rule(r) for name, r in policy.tools.items()},
@@ -145,3 +163,6 @@ def policy_json(policy: Policy) -> dict[str, Any]:
             else None
         ),
     }
+    if policy.approval_timeout_secs is not None:
+        out["approval_timeout_secs"] = policy.approval_timeout_secs
+    return out

@@ -17,7 +17,7 @@ import attrs
 
 from agents_runtime.money import ZERO
 from agents_runtime.policy import Policy, parse_policy
-from agents_runtime.record import Head
+from agents_runtime.record import Head, timestamp_micros
 from agents_runtime.recordstore import MemoryRecords, RecordStore
 
 SCAR_WEIGHTS = {"minor": 1, "moderate": 3, "severe": 10, "fatal": 0}
@@ -27,6 +27,8 @@ PENDING = "pending_approval"
 ALLOWED = "allowed"
 DENIED = "denied"
 COMPLETED = "completed"
+CANCELLED = "cancelled"
+EXPIRED = "approval_expired"  # the reason code of a held action that expired
 
 
 def parse_ts(ts: str) -> float:
@@ -60,11 +62,22 @@ _STATUS_CODES = {
     "success": 4,
     "failure": 5,
     "harmful": 6,
+    CANCELLED: 7,
 }
-_STATUS_NAMES = ("requested", PENDING, ALLOWED, DENIED, COMPLETED, COMPLETED, COMPLETED)
-_OUTCOMES = (None, None, None, None, "success", "failure", "harmful")
+_STATUS_NAMES = (
+    "requested",
+    PENDING,
+    ALLOWED,
+    DENIED,
+    COMPLETED,
+    COMPLETED,
+    COMPLETED,
+    CANCELLED,
+)
+_OUTCOMES = (None, None, None, None, "success", "failure", "harmful", None)
 _ALLOWED_CODE = _STATUS_CODES[ALLOWED]
 _DENIED_CODE = _STATUS_CODES[DENIED]
+_PENDING_CODE = _STATUS_CODES[PENDING]
 
 
 @attrs.define(slots=True)
@@ -80,9 +93,11 @@ class Action:
     input: Any
     requested_cost: Decimal | None
     cost: Decimal  # the charge (recomputed when an approval re-runs the checks)
-    reason: dict[str, Any] | None = None  # deny reason object
+    held_at: float = 0.0  # ts of its approval_required record: expiry counts from it
+    reason: dict[str, Any] | None = None  # deny (or cancel) reason object
     approved_by: str | None = None
     note: str | None = None
+    decided_at: str | None = None  # ts of the record that took it out of pending
 
 
 @attrs.define(slots=True)
@@ -125,6 +140,9 @@ class AgentState:
     alive: bool = True
     termination_reason: str | None = None
     terminated_by: str | None = None
+    # Set by the records that can bring the next approval expiry closer (a new
+    # held action, a new policy); the actor recomputes its timer only then.
+    expiry_dirty: bool = attrs.field(default=True, eq=False)
     # Where earlier records are read back from; not state, so not compared.
     records: RecordStore = attrs.field(factory=MemoryRecords, eq=False, repr=False)
 
@@ -153,7 +171,8 @@ def action_number(state: AgentState, action_id: str) -> int | None:
 
 
 def action_status(state: AgentState, n: int) -> str:
-    """Status of action ``n``: requested, pending_approval, allowed, denied or completed."""
+    """Status of action ``n``: requested, pending_approval, allowed, denied,
+    completed or cancelled."""
     return _STATUS_NAMES[state.action_status[n - 1]]
 
 
@@ -164,6 +183,41 @@ def action_outcome(state: AgentState, n: int) -> str | None:
 def requested_record(state: AgentState, n: int) -> dict[str, Any]:
     """The action_requested record of action ``n``."""
     return state.records.get(state.action_seqs[n - 1])
+
+
+def approval_deadline(state: AgentState, action: Action) -> float | None:
+    """When the held ``action`` expires (seconds since the epoch) under the
+    policy in force, counted from its approval_required record; None: never."""
+    policy = state.policy
+    timeout = policy.approval_timeout(action.tool) if policy is not None else None
+    return None if timeout is None else action.held_at + float(timeout)
+
+
+def next_deadline(state: AgentState) -> float | None:
+    """The earliest approval deadline of the pending actions, or None."""
+    policy = state.policy
+    if policy is None or not state.pending:
+        return None
+    deadlines = [approval_deadline(state, a) for a in state.pending.values()]
+    return min((d for d in deadlines if d is not None), default=None)
+
+
+def expired_actions(state: AgentState, now: float) -> list[tuple[Action, Decimal]]:
+    """The pending actions whose deadline is at or before ``now``, oldest
+    first, each with the timeout that applied."""
+    policy = state.policy
+    if policy is None:
+        return []
+    due = []
+    for action in state.pending.values():
+        timeout = policy.approval_timeout(action.tool)
+        if timeout is not None and action.held_at + float(timeout) <= now:
+            due.append((action, timeout))
+    return due
+
+
+def _iso(seconds: float) -> str:
+    return timestamp_micros(round(seconds * 1_000_000))
 
 
 def first_decision(state: AgentState, n: int) -> dict[str, Any]:
@@ -209,6 +263,7 @@ def _policy(state: AgentState, r: dict[str, Any]) -> None:
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
         action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
+    state.expiry_dirty = True
 
 
 def _requested(state: AgentState, r: dict[str, Any]) -> None:
@@ -270,7 +325,9 @@ def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
         input=q["input"],
         requested_cost=q["requested_cost"],
         cost=Decimal(r["cost"]),
+        held_at=parse_ts(r["ts"]),
     )
+    state.expiry_dirty = True
     state.held[action.action_id] = action
     state.pending[action.action_id] = action
     state.action_status[n - 1] = _STATUS_CODES[PENDING]
@@ -302,6 +359,7 @@ def _allowed(state: AgentState, r: dict[str, Any]) -> None:
         action.cost = cost
         action.approved_by = r.get("approved_by")
         action.note = r.get("note")
+        action.decided_at = r["ts"]
     state.action_status[n - 1] = _ALLOWED_CODE
     state.remaining -= cost
     state.actions_allowed += 1
@@ -313,6 +371,7 @@ def _deny(state: AgentState, r: dict[str, Any], reason: dict[str, Any]) -> None:
     n, action, _ = _decided(state, r)
     if action is not None:
         action.reason = reason
+        action.decided_at = r["ts"]
     state.action_status[n - 1] = _DENIED_CODE
     state.actions_denied += 1
 
@@ -325,6 +384,25 @@ def _rejected(state: AgentState, r: dict[str, Any]) -> None:
     if r["action_id"] not in state.pending:
         raise ValueError(f"{r['action_id']} is not pending approval")
     _deny(state, r, {"code": "rejected", "by": r["by"], "reason": r["reason"]})
+
+
+def _expired(state: AgentState, r: dict[str, Any]) -> None:
+    if r["action_id"] not in state.pending:
+        raise ValueError(f"{r['action_id']} is not pending approval")
+    _deny(state, r, {"code": EXPIRED, "timeout_secs": r["timeout_secs"]})
+
+
+def _cancelled(state: AgentState, r: dict[str, Any]) -> None:
+    action = state.pending.pop(r["action_id"], None)
+    if action is None:
+        raise ValueError(f"{r['action_id']} is not pending approval")
+    reason: dict[str, Any] = {"code": CANCELLED, "by": r["by"]}
+    if "reason" in r:
+        reason["reason"] = r["reason"]
+    action.reason = reason
+    action.decided_at = r["ts"]
+    # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
+    state.action_status[_number(state, r) - 1] = _STATUS_CODES[CANCELLED]
 
 
 def _outcome(state: AgentState, r: dict[str, Any]) -> None:
@@ -354,6 +432,8 @@ _APPLY = {
     "action_allowed": _allowed,
     "action_denied": _denied,
     "action_rejected": _rejected,
+    "approval_expired": _expired,
+    "action_cancelled": _cancelled,
     "outcome": _outcome,
     "scar": _scar,
     "terminated": _terminated,
@@ -414,6 +494,12 @@ def action_json(state: AgentState, n: int) -> dict[str, Any]:
             out["approved_by"] = held.approved_by
         if held.note is not None:
             out["note"] = held.note
+        if held.decided_at is not None:
+            out["decided_at"] = held.decided_at
+        elif code == _PENDING_CODE:
+            deadline = approval_deadline(state, held)
+            if deadline is not None:
+                out["expires_at"] = _iso(deadline)
         return out
     seq = state.action_seqs[n - 1]
     requested = state.records.get(seq)
@@ -431,8 +517,9 @@ def action_json(state: AgentState, n: int) -> dict[str, Any]:
     return out
 
 
-def pending_json(action: Action) -> dict[str, Any]:
-    return {
+def pending_json(action: Action, state: AgentState | None = None) -> dict[str, Any]:
+    """A pending entry; with ``state``, ``expires_at`` when a timeout applies."""
+    out: dict[str, Any] = {
         "requested_at": action.requested_at,
         "seq": action.seq,
         "action": {
@@ -442,3 +529,8 @@ def pending_json(action: Action) -> dict[str, Any]:
             "cost": action.cost,
         },
     }
+    if state is not None:
+        deadline = approval_deadline(state, action)
+        if deadline is not None:
+            out["expires_at"] = _iso(deadline)
+    return out

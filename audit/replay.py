@@ -161,6 +161,8 @@ def command_for(record: dict[str, Any]) -> c.Command | str:
         return c.Approve(record["action_id"], record["by"])
     if kind == "action_rejected":
         return c.Reject(record["action_id"], record["by"], record["reason"], record["scar"])
+    if kind == "action_cancelled":
+        return c.Cancel(record["action_id"], record["by"], get("reason"))
     if kind == "outcome":
         return c.ReportOutcome(record["action_id"], record["outcome"], record["by"], get("detail"))
     if kind == "scar" and isinstance(get("by"), str) and get("by") != SYSTEM:

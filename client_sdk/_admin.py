@@ -129,6 +129,17 @@ class AdminClient(_BaseAdminClient):
         """Actions waiting for approval, oldest first."""
         return self._http.send(self._core.list_pending(agent_id))
 
+    def cancel(self, agent_id: str, action_id: str, reason: str | None = None) -> Action:
+        """Withdraw a pending action on the agent's behalf (``by: admin`` in the log)."""
+        try:
+            return self._http.send(self._core.agent(agent_id).cancel(action_id, reason))
+        except InvalidState as exc:
+            if exc.resent:
+                action = self.get_action(agent_id, action_id)
+                if action.status == "cancelled":
+                    return action
+            raise
+
     def approve(
         self, agent_id: str, action_id: str, *, approver: str, note: str | None = None
     ) -> Decision:
@@ -263,6 +274,16 @@ class AsyncAdminClient(_BaseAdminClient):
 
     async def list_pending(self, agent_id: str) -> list[PendingEntry]:
         return await self._http.send(self._core.list_pending(agent_id))
+
+    async def cancel(self, agent_id: str, action_id: str, reason: str | None = None) -> Action:
+        try:
+            return await self._http.send(self._core.agent(agent_id).cancel(action_id, reason))
+        except InvalidState as exc:
+            if exc.resent:
+                action = await self.get_action(agent_id, action_id)
+                if action.status == "cancelled":
+                    return action
+            raise
 
     async def approve(
         self, agent_id: str, action_id: str, *, approver: str, note: str | None = None

@@ -114,6 +114,20 @@ class GuardClient(_BaseGuardClient):
         """The agent's status: budget, ``spent``, ``remaining`` (Decimal), scars, counters."""
         return self._http.send(self._core.status())
 
+    def cancel(self, action_id: str, reason: str | None = None) -> Action:
+        """Withdraw a pending action: it is never charged, and a late approval is
+        refused. Returns the action, ``status`` ``cancelled``; ``InvalidState`` if it
+        is no longer pending."""
+        try:
+            return self._http.send(self._core.cancel(action_id, reason))
+        except InvalidState as exc:
+            # A resent cancel whose first copy was recorded: it stands.
+            if exc.resent:
+                action = self.get_action(action_id)
+                if action.status == "cancelled":
+                    return action
+            raise
+
     def policy(self) -> Policy:
         """The agent's policy in force, every default filled in (``GET .../policy``)."""
         return self._http.send(self._core.policy())
@@ -231,6 +245,17 @@ class AsyncGuardClient(_BaseGuardClient):
     async def status(self) -> AgentStatus:
         """See ``GuardClient.status``."""
         return await self._http.send(self._core.status())
+
+    async def cancel(self, action_id: str, reason: str | None = None) -> Action:
+        """See ``GuardClient.cancel``."""
+        try:
+            return await self._http.send(self._core.cancel(action_id, reason))
+        except InvalidState as exc:
+            if exc.resent:
+                action = await self.get_action(action_id)
+                if action.status == "cancelled":
+                    return action
+            raise
 
     async def policy(self) -> Policy:
         """See ``GuardClient.policy``."""

@@ -163,6 +163,10 @@ def _number(body: dict[str, Any], key: str) -> Decimal:
     return value
 
 
+def _opt_number(body: dict[str, Any], key: str) -> Decimal | None:
+    return None if body.get(key) is None else _number(body, key)
+
+
 def _list(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
     items = body.get(key)
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -211,6 +215,7 @@ def parse_tool_rule(body: Any) -> ToolRule:
         cost=_number(obj, "cost"),
         requires_approval=_bool(obj, "requires_approval"),
         max_calls=_opt_int(obj, "max_calls"),
+        approval_timeout_secs=_opt_number(obj, "approval_timeout_secs"),
     )
 
 
@@ -229,6 +234,7 @@ def parse_policy(body: Any) -> Policy:
             max_actions=_int(_object(rate), "max_actions"),
             window_secs=_number(rate, "window_secs"),
         ),
+        approval_timeout_secs=_opt_number(obj, "approval_timeout_secs"),
     )
 
 
@@ -467,6 +473,17 @@ class AgentCore:
 
     def status(self) -> Request[AgentStatus]:
         return Request("GET", self.path, parse_status)
+
+    def cancel(self, action_id: str, reason: str | None = None) -> Request[Action]:
+        body = {} if reason is None else {"reason": reason}
+        # Resending is safe: a second copy gets 409 invalid_state, which the
+        # client checks against the action's status.
+        return Request(
+            "POST",
+            f"{self.path}/actions/{_segment(action_id)}/cancel",
+            parse_action,
+            body=_json_body(body),
+        )
 
     def policy(self) -> Request[Policy]:
         return Request("GET", f"{self.path}/policy", parse_policy)

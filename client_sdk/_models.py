@@ -45,8 +45,9 @@ class Decision:
 class Action:
     """One action as the service holds it.
 
-    ``status`` is ``pending_approval``, ``allowed``, ``denied`` or ``completed``;
-    ``outcome`` is None until reported. ``reason`` is set when denied;
+    ``status`` is ``pending_approval``, ``allowed``, ``denied``, ``completed``
+    or ``cancelled``; ``outcome`` is None until reported. ``reason`` is set when
+    denied (code ``approval_expired`` when nobody decided in time) or cancelled;
     ``approved_by`` and ``note`` when an operator approved it.
     """
 
@@ -112,6 +113,7 @@ class ToolRule:
     cost: Decimal
     requires_approval: bool
     max_calls: int | None
+    approval_timeout_secs: Decimal | None = None  # None: the policy's own
 
 
 @attrs.frozen
@@ -135,6 +137,7 @@ class Policy:
     tools: dict[str, ToolRule]
     default: ToolRule | None
     rate_limit: RateLimit | None
+    approval_timeout_secs: Decimal | None = None  # None: held actions wait for ever
 
     def rule_for(self, tool: str) -> ToolRule | None:
         """The rule ``tool`` is decided by, or None when it can never be allowed."""

@@ -160,6 +160,12 @@ def _policy_schemas() -> dict[str, Schema]:
                 "description": "When true every call is held for an operator (default false).",
             },
             "max_calls": _nullable(_int(1, description="Lifetime cap on allowed calls.")),
+            "approval_timeout_secs": _nullable(
+                _positive(
+                    "Seconds a held call of this tool may wait for an operator before it "
+                    "expires; overrides the policy's `approval_timeout_secs`."
+                )
+            ),
         },
         required=[],
         description="A tool rule. Every key is optional.",
@@ -183,6 +189,13 @@ def _policy_schemas() -> dict[str, Schema]:
             },
             "default": _nullable(_ref("ToolRule")),
             "rate_limit": _nullable(_ref("RateLimit")),
+            "approval_timeout_secs": _nullable(
+                _positive(
+                    "Seconds a held action may wait for an operator, counted from its "
+                    "`approval_required` record, before it expires (denied "
+                    "`approval_expired`). Absent or null: it waits for ever."
+                )
+            ),
         },
         required=["budget", "scar_limit", "tools"],
         description=(
@@ -292,6 +305,20 @@ def _deny_reason() -> Schema:
             }
         ),
         _obj({"code": _const("rejected"), "by": {"type": "string"}, "reason": {"type": "string"}}),
+        _obj(
+            {
+                "code": _const("approval_expired"),
+                "timeout_secs": _positive("The approval timeout that ran out."),
+            }
+        ),
+        _obj(
+            {
+                "code": _const("cancelled"),
+                "by": {"type": "string", "enum": ["agent", "admin"]},
+                "reason": {"type": "string"},
+            },
+            required=["code", "by"],
+        ),
     ]
     return {"oneOf": variants, "description": "Why an action was denied: `code` and its fields."}
 
@@ -318,17 +345,31 @@ def _action_schemas() -> dict[str, Schema]:
             "cost": _money("The charge (the charge approval would make while pending)."),
             "status": {
                 "type": "string",
-                "enum": ["requested", "pending_approval", "allowed", "denied", "completed"],
+                "enum": [
+                    "requested",
+                    "pending_approval",
+                    "allowed",
+                    "denied",
+                    "completed",
+                    "cancelled",
+                ],
             },
             "outcome": _nullable({"type": "string", "enum": ["success", "failure", "harmful"]}),
             "requested_at": _string(format="date-time"),
             "reason": _ref("DenyReason"),
             "approved_by": {"type": "string"},
             "note": {"type": "string"},
+            "decided_at": _string(
+                format="date-time", description="When a held action left pending_approval."
+            ),
+            "expires_at": _string(
+                format="date-time",
+                description="When a pending action expires, if its policy sets a timeout.",
+            ),
         },
         required=["action_id", "tool", "input", "cost", "status", "outcome", "requested_at"],
-        description="An action. `reason` is present when denied; `approved_by` and `note` "
-        "when an operator approved it.",
+        description="An action. `reason` is present when denied or cancelled; `approved_by` "
+        "and `note` when an operator approved it.",
     )
     pending_entry = _obj(
         {
@@ -342,7 +383,11 @@ def _action_schemas() -> dict[str, Schema]:
                     "cost": _money("The charge approval would make."),
                 }
             ),
-        }
+            "expires_at": _string(
+                format="date-time", description="When it expires, if its policy sets a timeout."
+            ),
+        },
+        required=["requested_at", "seq", "action"],
     )
     return {
         "DenyReason": _deny_reason(),
@@ -419,6 +464,7 @@ def _body_schemas() -> dict[str, Schema]:
             required=["status"],
         ),
         "Approve": _obj({"approver": name, "note": _nullable(text)}, required=["approver"]),
+        "Cancel": _obj({"reason": _nullable(text)}, required=[]),
         "Reject": _obj(
             {
                 "approver": name,
@@ -822,6 +868,22 @@ def _agent_paths() -> dict[str, Schema]:
                 params=(ACTION_PARAM,),
                 body="Reject",
                 description=admin + " 409 `invalid_state` unless the action is pending.",
+            )
+        },
+        one_action + "/cancel": {
+            "post": _agent_op(
+                "Withdraw a pending action",
+                _json_response("The action, now `cancelled`.", _ref("Action")),
+                *BODY,
+                *WRITE,
+                "unknown_action",
+                "invalid_state",
+                params=(ACTION_PARAM,),
+                body="Cancel",
+                description="Its own agent token, or admin. Writes `action_cancelled`: never "
+                "charged, no scar, long-polls answer at once. 409 `invalid_state` unless the "
+                "action is pending; an approve or reject afterwards is 409 too, saying when "
+                "it was cancelled.",
             )
         },
         base + "/scars": {

@@ -677,11 +677,22 @@ async def test_status_is_completed_once_an_outcome_is_reported(tmp_path: Path) -
             "completed",
             id="completed",
         ),
+        # A held action says who decided what, and when (T0 here).
         pytest.param(
-            [c.RequestAction("send"), c.Approve("act-1", "alice")], "allowed", id="approved"
+            [c.RequestAction("send"), c.Approve("act-1", "alice")],
+            "was approved by alice at 2026-01-01T00:00:00.000000Z; it is no longer pending",
+            id="approved",
         ),
         pytest.param(
-            [c.RequestAction("send"), c.Reject("act-1", "bob", "no")], "denied", id="rejected"
+            [c.RequestAction("send"), c.Reject("act-1", "bob", "no")],
+            "was rejected by bob at 2026-01-01T00:00:00.000000Z: no; it is no longer pending",
+            id="rejected",
+        ),
+        pytest.param(
+            [c.RequestAction("send"), c.Cancel("act-1", c.AGENT, "gave up")],
+            "was cancelled by agent at 2026-01-01T00:00:00.000000Z: gave up; "
+            "it is no longer pending",
+            id="cancelled",
         ),
     ],
 )
@@ -698,9 +709,11 @@ async def test_approve_or_reject_of_a_non_pending_action_is_invalid_state(
     async with running_agent(tmp_path, standard()) as agent:
         for earlier in setup:
             await agent.ask(earlier)
-        await refused_without_writing(
-            agent, command, InvalidState, f"action act-1 is {status}, not pending_approval"
-        )
+        if status.startswith("was "):
+            message = f"action act-1 {status}"
+        else:
+            message = f"action act-1 is {status}, not pending_approval"
+        await refused_without_writing(agent, command, InvalidState, message)
 
 
 @pytest.mark.parametrize(

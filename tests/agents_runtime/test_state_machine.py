@@ -206,6 +206,26 @@ class AgentMachine(RuleBasedStateMachine):
     def reject(self, pick: int, scar: str | None) -> None:
         self.try_ask(c.Reject(self.action_id(pick), "bob", "no", scar))
 
+    @precondition(lambda self: bool(live_state(self.registry).pending))
+    @rule(
+        pick=st.integers(0, 40),
+        role=st.sampled_from([c.AGENT, c.ADMIN]),
+        reason=st.one_of(st.none(), st.just("gave up")),
+    )
+    def cancel_pending(self, pick: int, role: str, reason: str | None) -> None:
+        state = live_state(self.registry)
+        pending = list(state.pending)
+        before = (state.remaining, state.actions_allowed, state.actions_denied, state.scar_score)
+        reply = self.ask(c.Cancel(pending[pick % len(pending)], role, reason))
+        assert reply["status"] == "cancelled"
+        state = live_state(self.registry)
+        after = (state.remaining, state.actions_allowed, state.actions_denied, state.scar_score)
+        assert after == before
+
+    @rule(pick=st.integers(0, 40))
+    def cancel(self, pick: int) -> None:
+        self.try_ask(c.Cancel(self.action_id(pick), c.AGENT, None))
+
     @rule(
         pick=st.integers(0, 40),
         outcome=st.sampled_from(["success", "failure", "harmful"]),

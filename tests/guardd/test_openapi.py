@@ -187,9 +187,21 @@ def test_operations_with_a_body_document_400_and_413(doc: dict[str, Any]) -> Non
 def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
     schemas = doc["components"]["schemas"]
     policy = schemas["Policy"]
-    assert set(policy["properties"]) == {"budget", "scar_limit", "tools", "default", "rate_limit"}
+    assert set(policy["properties"]) == {
+        "budget",
+        "scar_limit",
+        "tools",
+        "default",
+        "rate_limit",
+        "approval_timeout_secs",
+    }
     assert policy["required"] == ["budget", "scar_limit", "tools"]
-    assert set(schemas["ToolRule"]["properties"]) == {"cost", "requires_approval", "max_calls"}
+    assert set(schemas["ToolRule"]["properties"]) == {
+        "cost",
+        "requires_approval",
+        "max_calls",
+        "approval_timeout_secs",
+    }
     assert set(schemas["RateLimit"]["properties"]) == {"max_actions", "window_secs"}
     for name in ("Policy", "ToolRule", "RateLimit"):
         assert schemas[name]["additionalProperties"] is False
@@ -324,6 +336,12 @@ def test_answers_of_the_main_flows_match_the_document(
                 )
             )
             ck(agent.get(f"{base}/actions/{second}"))
+            third = ck(agent.post(f"{base}/actions", json={"tool": "send_email"}))["action_id"]
+            ck(agent.post(f"{base}/actions/{third}/cancel", json={"why": "x"}))  # 400
+            ck(agent.post(f"{base}/actions/{third}/cancel", json={"reason": "gave up"}))
+            ck(agent.post(f"{base}/actions/{third}/cancel", json={}))  # 409
+            ck(admin.post(f"{base}/actions/{third}/approve", json={"approver": "ann"}))  # 409
+            ck(agent.get(f"{base}/actions/{third}"))
             ck(agent.post(f"{base}/actions/{allowed['action_id']}/outcome", json={"status": "x"}))
             ck(
                 agent.post(

@@ -56,11 +56,10 @@ class Route:
     success: int = 200
 
     def path(self, agent_id: str) -> str:
+        pending_only = self.rule.endswith(("approve", "reject", "cancel"))
         return (
             self.rule.replace("<agent_id>", agent_id)
-            .replace(
-                "<action_id>", "act-2" if self.rule.endswith(("approve", "reject")) else "act-1"
-            )
+            .replace("<action_id>", "act-2" if pending_only else "act-1")
             .replace("<name>", "app.js")
         )
 
@@ -100,6 +99,7 @@ ROUTES = [
         ADMIN_ONLY,
         {"approver": "op", "reason": "no"},
     ),
+    Route("POST", "/v1/agents/<agent_id>/actions/<action_id>/cancel", AGENT_OR_ADMIN, {}),
     Route("POST", "/v1/agents/<agent_id>/scars", ADMIN_ONLY, {"severity": "minor", "reason": "r"}),
     Route("POST", "/v1/agents/<agent_id>/terminate", ADMIN_ONLY, {"reason": "r", "by": "op"}),
     Route("GET", "/v1/agents/<agent_id>/log", ADMIN_ONLY),
