@@ -27,6 +27,12 @@ The value is a comma-separated list of ``<agent_id>:<fault>[:<after>]``:
   commit; writing a new log (agent creation) counts as one.
 
 Example: ``GUARD_TEST_FAULTS="agent-7:eio_fsync:3,agent-9:short_write"``.
+
+``GUARD_TEST_SLOW_FLUSH_MS`` (a whole number of milliseconds, also read once
+at startup) makes every shared flush of a commit round wait that long
+before it starts: a slow disk, so that the batches of many agents gather in
+each round (the crash test kills guardd in such rounds). The logs of agents
+without a fault then share one ``SlowIO``, so a round still makes one flush.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -44,6 +51,7 @@ from agents_runtime.logfile import DEFAULT_IO, FileIO
 log = logging.getLogger("agents_runtime.faults")
 
 ENV_VAR = "GUARD_TEST_FAULTS"
+SLOW_FLUSH_VAR = "GUARD_TEST_SLOW_FLUSH_MS"
 SHORT_WRITE = "short_write"
 EIO_WRITE = "eio_write"
 EIO_FSYNC = "eio_fsync"
@@ -104,6 +112,17 @@ class FaultyIO(FileIO):
         self.appends += 1
 
 
+class SlowIO(FileIO):
+    """The real FileIO whose shared flush first waits ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def sync_fs(self, fd: int) -> None:
+        time.sleep(self.delay)
+        super().sync_fs(fd)
+
+
 def parse_faults(text: str) -> list[Fault]:
     """Parse the value of ``GUARD_TEST_FAULTS``; raise FaultSpecError."""
     faults: list[Fault] = []
@@ -125,23 +144,42 @@ def parse_faults(text: str) -> list[Fault]:
     return faults
 
 
-def io_for_faults(faults: list[Fault]) -> IoFor:
+def io_for_faults(faults: list[Fault], every: FileIO = DEFAULT_IO) -> IoFor:
     """The ``io_for`` hook of the Registry: a fresh FaultyIO for each log opened
-    for a named agent, the real FileIO for every other."""
+    for a named agent, ``every`` (one instance, the real FileIO by default)
+    for every other."""
     by_agent = {fault.agent_id: fault for fault in faults}
 
     def io_for(agent_id: str) -> FileIO:
         fault = by_agent.get(agent_id)
-        return DEFAULT_IO if fault is None else FaultyIO(fault)
+        return every if fault is None else FaultyIO(fault)
 
     return io_for
 
 
+def parse_slow_flush(text: str) -> float:
+    """Seconds from the value of ``GUARD_TEST_SLOW_FLUSH_MS`` (empty: 0)."""
+    text = text.strip()
+    if not text:
+        return 0.0
+    if not text.isdigit():
+        raise FaultSpecError(f"{SLOW_FLUSH_VAR}: {text!r} is not a whole number of milliseconds")
+    return int(text) / 1000
+
+
 def io_for_from_env(env: Mapping[str, str]) -> IoFor | None:
-    """The hook ``GUARD_TEST_FAULTS`` asks for, or None when it is unset or empty."""
+    """The hook ``GUARD_TEST_FAULTS`` and ``GUARD_TEST_SLOW_FLUSH_MS`` ask
+    for, or None when both are unset or empty."""
     faults = parse_faults(env.get(ENV_VAR, ""))
-    if not faults:
+    delay = parse_slow_flush(env.get(SLOW_FLUSH_VAR, ""))
+    if not faults and not delay:
         return None
+    if delay:
+        log.warning(
+            "TEST FAULT INJECTION (%s): every flush of the logs waits %g ms first",
+            SLOW_FLUSH_VAR,
+            delay * 1000,
+        )
     for fault in faults:
         log.warning(
             "TEST FAULT INJECTION (%s): the log of agent %s fails with %s after %d appends",
@@ -150,4 +188,4 @@ def io_for_from_env(env: Mapping[str, str]) -> IoFor | None:
             fault.kind,
             fault.after,
         )
-    return io_for_faults(faults)
+    return io_for_faults(faults, SlowIO(delay) if delay else DEFAULT_IO)

@@ -14,10 +14,17 @@ was never acknowledged (the caller got 500), and nothing was written after it
 (the agent was fenced at once). So startup treats it as a torn tail: moved
 to ``<id>.jsonl.torn``, a warning, the agent stays active. Quarantine is for
 logs that fail verification in any other way, which would need an operator.
+
+The logs of all agents are made durable together: the batches of every
+agent waiting at one moment are written, then one flush makes them durable
+(agents_runtime/committer.py). A failed flush fails every agent whose batch
+was in it (the last test: 20 agents in one round on a slow disk, the fault
+in one agent's flush), each exactly as one agent alone is failed above.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from agents_runtime.faults import EIO_FSYNC, EIO_WRITE, SHORT_WRITE
+from agents_runtime.faults import EIO_FSYNC, EIO_WRITE, SHORT_WRITE, SLOW_FLUSH_VAR
 from tests.reliability.support import (
     assert_status_matches_log,
     ok_json,
@@ -185,6 +192,18 @@ def test_bad_fault_spec_stops_guardd_with_a_message(tmp_path: Path) -> None:
     assert "fault 'melt' is not one of short_write, eio_write, eio_fsync" in server.read_output()
 
 
+def test_bad_slow_flush_stops_guardd_with_a_message(tmp_path: Path) -> None:
+    server = GuardServer(tmp_path / "guard-data", env={SLOW_FLUSH_VAR: "2.5"})
+    try:
+        with pytest.raises(RuntimeError, match="guardd exited with 1"):
+            server.start()
+    finally:
+        server.kill()
+    assert f"{SLOW_FLUSH_VAR}: '2.5' is not a whole number of milliseconds" in (
+        server.read_output()
+    )
+
+
 @pytest.mark.parametrize("fault", [SHORT_WRITE, EIO_WRITE, EIO_FSYNC])
 def test_failed_creation_is_500_and_leaves_no_agent_behind(tmp_path: Path, fault: str) -> None:
     server = GuardServer(tmp_path / "guard-data", env={"GUARD_TEST_FAULTS": f"newcomer:{fault}"})
@@ -202,4 +221,74 @@ def test_failed_creation_is_500_and_leaves_no_agent_behind(tmp_path: Path, fault
             ok_json(admin.post("/v1/agents", json=body), 201)
             assert ok_json(admin.get("/v1/agents/newcomer/verify"))["ok"] is True
     finally:
+        server.kill()
+
+
+ROUND = [f"round-{n:02d}" for n in range(20)]
+
+
+def test_a_failed_shared_flush_is_500_for_every_agent_of_its_round_and_fences_each(
+    tmp_path: Path,
+) -> None:
+    """A slow disk (every flush waits 800 ms first) so the 20 requests sent
+    while the gate's round is being flushed all gather in the next round;
+    the fault is on one agent's flush (its log's creation is its one good
+    append), so that round's one flush fails, for all 20."""
+    victim = ROUND[7]
+    env = {"GUARD_TEST_FAULTS": f"{victim}:{EIO_FSYNC}:1", SLOW_FLUSH_VAR: "800"}
+    server = GuardServer(tmp_path / "guard-data", env=env)
+    clients = []
+    try:
+        server.start()
+        admin = server.client(server.admin_token)
+        clients.append(admin)
+        for agent_id in ["gate", *ROUND]:
+            ok_json(admin.post("/v1/agents", json={"agent_id": agent_id, "policy": policy()}), 201)
+        before = {a: ok_json(admin.get(f"/v1/agents/{a}")) for a in ROUND}
+        own = {a: server.client(server.admin_token) for a in ["gate", *ROUND]}
+        clients += own.values()
+        for agent_id, client in own.items():  # connected before the round
+            ok_json(client.get(f"/v1/agents/{agent_id}"))
+        gate_log = server.data_dir / "agents" / "gate.jsonl"
+        gate_size = gate_log.stat().st_size
+        with ThreadPoolExecutor(len(own)) as pool:
+
+            def act(agent_id: str) -> Any:
+                return own[agent_id].post(f"/v1/agents/{agent_id}/actions", json=_WORK)
+
+            gate = pool.submit(act, "gate")
+            # The gate's batch is written: its round is in its flush now.
+            deadline = time.monotonic() + 5.0
+            while gate_log.stat().st_size == gate_size:
+                assert time.monotonic() < deadline, "the gate's batch was never written"
+                time.sleep(0.005)
+            responses = dict(zip(ROUND, pool.map(act, ROUND), strict=True))
+            assert ok_json(gate.result())["decision"] == "allowed"
+        # The victim's round failed as one: the victim and every agent with it.
+        output = server.read_output()
+        for agent_id, response in responses.items():
+            url = f"/v1/agents/{agent_id}"
+            _assert_internal(response)
+            assert f"agent {agent_id}: append to {agent_id}.jsonl failed" in output
+            # fenced: writes refused, reads show the committed state
+            _assert_internal(admin.post(f"{url}/actions", json=_WORK))
+            assert ok_json(admin.get(url)) == before[agent_id]
+        # The gate's round was flushed before: it goes on.
+        assert ok_json(admin.post("/v1/agents/gate/actions", json=_WORK))["decision"] == "allowed"
+
+        # A restart without the faults: every log loads, nothing quarantined,
+        # each agent's state is its log, and every agent writes again.
+        server.extra_env = {}
+        server.restart()
+        with server.client(server.admin_token) as fresh:
+            listed = {a["agent_id"]: a["state"] for a in ok_json(fresh.get("/v1/agents"))["agents"]}
+            assert listed == dict.fromkeys(["gate", *ROUND], "active")
+            for agent_id in ROUND:
+                url = f"/v1/agents/{agent_id}"
+                assert_status_matches_log(ok_json(fresh.get(url)), read_log(fresh, agent_id))
+                assert ok_json(fresh.post(f"{url}/actions", json=_WORK))["decision"] == "allowed"
+                assert ok_json(fresh.get(f"{url}/verify"))["ok"] is True
+    finally:
+        for client in clients:
+            client.close()
         server.kill()
