@@ -66,13 +66,14 @@ async def serve(settings: Settings, client: AsyncGuardClient) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="guard-mcp: %(message)s")
     try:
         settings = config.parse(sys.argv[1:] if argv is None else argv)
         client = AsyncGuardClient()
     except (GuardMcpError, GuardError) as exc:
         print(f"guard-mcp: {exc}", file=sys.stderr)
         return 2
+    # Standard error only: over stdio, standard output is the MCP connection.
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="guard-mcp: %(message)s")
     try:
         anyio.run(serve, settings, client)
     except (GuardMcpError, MCPError, OSError) as exc:

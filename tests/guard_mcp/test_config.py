@@ -1,0 +1,128 @@
+"""guard-mcp's command line, its one-line errors, and its texts for the model."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from client_sdk import ToolRule
+from guard_mcp import main
+from guard_mcp.config import Settings, _parser, parse
+from guard_mcp.errors import ConfigError
+from guard_mcp.guard import denial_text, rule_note
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+
+
+def test_a_command_after_the_double_dash_is_the_stdio_upstream() -> None:
+    settings = parse(["--tool-prefix", "fs.", "--cost-from", "pay=amount", "--", "npx", "-y", "x"])
+    assert settings == Settings(
+        command=("npx", "-y", "x"),
+        upstream_url=None,
+        listen=None,
+        tool_prefix="fs.",
+        cost_from={"pay": "amount"},
+    )
+    assert settings.approval_timeout == 300
+    assert settings.cost_argument("fs.pay", "pay") == "amount"
+
+
+def test_an_http_upstream_and_an_http_listener() -> None:
+    settings = parse(["--upstream-url", "http://127.0.0.1:8931/mcp", "--listen", "[::1]:8940"])
+    assert (settings.command, settings.listen) == ((), ("::1", 8940))
+    assert settings.upstream_label == "http://127.0.0.1:8931/mcp"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param([], "give the upstream server either as a command after --", id="none"),
+        pytest.param(
+            ["--upstream-url", "http://h/mcp", "--", "x"],
+            "give the upstream server either as a command after --",
+            id="both",
+        ),
+        pytest.param(["--upstream-url", "ftp://h"], "must be an http(s) URL", id="url"),
+        pytest.param(["--listen", "8940", "--", "x"], "--listen must be HOST:PORT", id="listen"),
+        pytest.param(["--cost-from", "pay", "--", "x"], "must be TOOL=ARGUMENT", id="cost"),
+        pytest.param(["--approval-timeout", "0", "--", "x"], "must be a positive", id="timeout"),
+        pytest.param(["--what", "--", "x"], "unknown arguments '--what'", id="unknown"),
+    ],
+)
+def test_a_command_line_that_cannot_work_is_refused(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse(argv)
+
+
+def test_main_prints_one_line_and_exits_2_on_a_bad_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--listen", "nowhere", "--", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err == "guard-mcp: --listen must be HOST:PORT with a port in 1..65535, not 'nowhere'\n"
+
+
+def test_main_without_an_agent_token_says_where_it_looked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("GUARD_AGENT_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("guard-mcp: ")
+    assert "GUARD_AGENT_TOKEN" in err
+    assert "Traceback" not in err
+
+
+def test_every_option_is_in_docs_mcp() -> None:
+    for action in _parser()._actions:
+        for flag in action.option_strings:
+            if flag not in ("-h", "--help"):
+                assert f"`{flag}" in DOC, f"{flag} is not in docs/mcp.md"
+
+
+@pytest.mark.parametrize(
+    ("reason", "text"),
+    [
+        pytest.param(
+            {"code": "insufficient_budget", "cost": Decimal(3), "remaining": Decimal("1.5")},
+            "denied by guard: insufficient_budget (needs 3, 1.5 left)",
+            id="budget",
+        ),
+        pytest.param(
+            {"code": "tool_not_allowed", "tool": "rm"},
+            "denied by guard: tool_not_allowed (rm is not in the agent's policy)",
+            id="not-allowed",
+        ),
+        pytest.param(
+            {"code": "tool_call_limit", "tool": "pay", "max_calls": 2},
+            "denied by guard: tool_call_limit (pay may run at most 2 times)",
+            id="limit",
+        ),
+        pytest.param(
+            {"code": "terminated", "reason": "scar_limit"},
+            "denied by guard: terminated (the agent is terminated: scar_limit)",
+            id="terminated",
+        ),
+        pytest.param(
+            {"code": "rate_limited", "max_actions": 5, "window_secs": Decimal(60)},
+            "denied by guard: rate_limited (max_actions=5, window_secs=60)",
+            id="other",
+        ),
+    ],
+)
+def test_each_denial_reads_as_its_code_and_what_it_means(reason: dict, text: str) -> None:
+    assert denial_text(reason, "act-9") == f"{text}; action act-9; the call was not run."
+
+
+def test_the_description_note_says_approval_and_cost_and_nothing_when_free() -> None:
+    free = ToolRule(cost=Decimal(0), requires_approval=False, max_calls=None)
+    held = ToolRule(cost=Decimal("0.5"), requires_approval=True, max_calls=None)
+    assert rule_note(free, None) == ""
+    assert rule_note(held, None) == (
+        "[guard: each call waits for a person's approval; costs 0.5 of the agent's budget]"
+    )
+    assert rule_note(free, "amount") == "[guard: costs the number in its 'amount' argument]"
