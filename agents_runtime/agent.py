@@ -308,6 +308,9 @@ def set_policy(state: AgentState, emit: Emit, cmd: c.SetPolicy, now: float) -> A
         raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
     emit({"kind": "policy", "policy": policy_json(cmd.policy)})
     _terminate_if_due(state, emit)
+    # A shorter timeout applies at once: what it makes due expires now, in
+    # the same write, not in a batch of its own at the same ts.
+    expire_due(state, emit, now)
     return status_json(state)
 
 
@@ -361,6 +364,8 @@ def finish_interrupted(state: AgentState, emit: Emit) -> None:
         _outcome_scar(state, emit, last["action_id"], last["outcome"], last.get("detail"))
     elif kind in ("scar", "policy"):
         _terminate_if_due(state, emit, fatal=kind == "scar" and last["severity"] == "fatal")
+        if kind == "policy":
+            expire_due(state, emit, parse_ts(last["ts"]))
 
 
 HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {

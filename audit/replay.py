@@ -6,7 +6,11 @@ own ``state.apply`` and, at each record that starts a command (a request, an
 approval, a rejection, an outcome, an operator scar, a terminate, a policy
 change), rebuilds that command from the record and runs the service's own
 behaviour (``agents_runtime.agent``, which calls ``checks.decide``) on the
-state before it, with the record's ``ts`` as the clock. Every record the
+state before it, with the record's ``ts`` as the clock. An ``approval_expired``
+record is re-run as the actor's timer runs it: ``agent.expire_due`` at its
+``ts`` must write exactly the expiries the log has there (none before an
+action's timeout), and an action still pending after its deadline when a
+later command is run is reported too. Every record the
 behaviour writes is compared, field by field, with the next record of the log.
 Any difference is a record the policy would not have made: an
 ``action_allowed`` where the checks say ``insufficient_budget``, a wrong charge
@@ -31,11 +35,11 @@ import attrs
 
 from agents_runtime import canonical
 from agents_runtime import commands as c
-from agents_runtime.agent import HANDLERS, SYSTEM
+from agents_runtime.agent import HANDLERS, SYSTEM, expire_due
 from agents_runtime.errors import AgentError, PolicyError
 from agents_runtime.policy import parse_policy
 from agents_runtime.record import SEALED_FIELDS, ZERO_HASH
-from agents_runtime.state import AgentState, apply, parse_ts
+from agents_runtime.state import AgentState, apply, expired_actions, parse_ts
 from audit.errors import UnknownFormat
 from audit.source import read_source, shown
 from audit.verification import verify_source
@@ -116,6 +120,10 @@ def describe(fields: dict[str, Any]) -> str:
         detail = f"{fields.get('severity')}, by {fields.get('by')}"
     elif kind == "outcome":
         detail = str(fields.get("outcome"))
+    elif kind == "approval_expired":
+        detail = f"after {_text(fields.get('timeout_secs'))} s"
+    elif kind == "action_cancelled":
+        detail = f"by {fields.get('by')}"
     return " ".join(parts) + (f" ({detail})" if detail else "")
 
 
@@ -197,6 +205,12 @@ def _continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
         return False
     if kind == "terminated":
         return record.get("by") == SYSTEM and before in ("scar", "action_allowed", "policy")
+    if kind == "approval_expired":
+        # The actor expires every action due at once, in one batch (one ts);
+        # a new policy expires what it makes due in its own write.
+        return before in ("approval_expired", "policy", "terminated") and record.get(
+            "ts"
+        ) == previous.get("ts")
     return False
 
 
@@ -213,6 +227,7 @@ class _Replayer:
         self.commands = 0
         self.index = 0  # next record of the log to compare or fold
         self.start = 0  # the record that started the current command
+        self.overdue: set[str] = set()  # actions reported pending past their deadline
 
     def problem(self, record: dict[str, Any] | None, message: str) -> None:
         seq = record["seq"] if record is not None else self.records[-1]["seq"] + 1
@@ -279,6 +294,11 @@ class _Replayer:
         if record["ts"] < self.records[self.index - 1]["ts"]:
             self.problem(record, f"ts {record['ts']} is before the previous record's")
         self.start = self.index
+        now = parse_ts(record["ts"])
+        if record["kind"] == "approval_expired":
+            self._expiry(record, now)
+            return
+        self._check_overdue(record, now)
         command = command_for(record)
         if isinstance(command, str):
             self.problem(record, command)
@@ -305,6 +325,34 @@ class _Replayer:
             extra = self.records[self.index]
             self.problem(extra, f"unexpected {describe(extra)}: the policy writes no such record")
             self.index += 1
+
+    def _expiry(self, record: dict[str, Any], now: float) -> None:
+        """The actor's timer at ``now``: expire_due must write these records."""
+        self.commands += 1
+        expire_due(self.state, self._emit, now)
+        if self.index == self.start:
+            self.problem(
+                record,
+                f"{describe(record)} at {record['ts']}: the action is not pending, or its "
+                "approval timeout under the policy in force has not run out",
+            )
+            self._skip_command()
+            return
+        while self.continuing():
+            extra = self.records[self.index]
+            self.problem(extra, f"unexpected {describe(extra)}: the policy writes no such record")
+            self.index += 1
+
+    def _check_overdue(self, record: dict[str, Any], now: float) -> None:
+        """The actor expires what is due before it runs any command of a batch."""
+        for action, _ in expired_actions(self.state, now):
+            if action.action_id not in self.overdue:
+                self.overdue.add(action.action_id)
+                self.problem(
+                    record,
+                    f"{action.action_id} is still pending at {record['ts']}, past its approval "
+                    "timeout: the policy would have written approval_expired before this",
+                )
 
     def _skip_command(self) -> None:
         """Pass over a command the policy would not have run. A request is

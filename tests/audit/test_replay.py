@@ -581,3 +581,97 @@ async def test_replayed_state_equals_the_state_the_service_rebuilds(log: Path) -
 def test_an_empty_record_list_replays_to_nothing() -> None:
     result = replay_records([])
     assert (result.ok, result.records, result.commands) == (True, 0, 0)
+
+
+# -- withdrawn and expired approvals ---------------------------------------------------
+
+HELD_POLICY = policy(
+    budget=10,
+    scar_limit=20,
+    tools={"read": {"cost": 1}, "send": {"cost": 2, "requires_approval": True}},
+    approval_timeout_secs=30,
+)
+
+
+async def held_log(agent: Harness) -> None:
+    """act-1 cancelled, act-2 and act-3 expire together, act-4 approved in time."""
+    for _ in range(3):
+        await agent.ask(c.RequestAction("send"))
+    await agent.ask(c.Cancel("act-1", c.AGENT, "gave up"))
+    agent.clock.advance(31)
+    await agent.ask(c.RequestAction("send"))  # expires act-2, act-3 first; act-4 held
+    await agent.ask(c.Approve("act-4", "alice"))
+    await agent.ask(c.RequestAction("read"))
+
+
+@pytest.fixture
+async def held(tmp_path: Path) -> Path:
+    return await write_log(tmp_path / "data", held_log, HELD_POLICY)
+
+
+async def test_replay_says_ok_on_cancelled_and_expired_approvals(
+    held: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(held)
+    expired = [r for r in records if r["kind"] == "approval_expired"]
+    assert [r["action_id"] for r in expired] == ["act-2", "act-3"]
+    assert {r["kind"] for r in records} >= {"action_cancelled", "approval_expired"}
+    status, out = replay(held, capsys)
+    assert status == 0, out
+
+
+async def test_replay_reports_an_expiry_before_its_timeout(
+    held: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(held)
+    at = index_of(records, "approval_expired", "act-2")
+
+    def early(records: Records) -> int:
+        # Both expiries moved to 10 s after the request (still after the cancel).
+        ts = records[index_of(records, "action_cancelled")]["ts"]
+        for i in (at, at + 1):
+            records[i] = {**records[i], "ts": ts}
+        return at
+
+    forged = forge(held, early)
+    seq = records[at]["seq"]
+    # act-3's expiry, in the same batch, is passed over with the first one.
+    expect_failure(
+        capsys,
+        forged,
+        f"seq {seq} (act-2): approval_expired act-2 (after 30 s) at {records[at - 1]['ts']}: "
+        "the action is not pending, or its approval timeout under the policy in force "
+        "has not run out",
+        f"seq {seq + 2} (act-4): act-2 is still pending at {records[seq + 2]['ts']}, past its "
+        "approval timeout: the policy would have written approval_expired before this",
+        f"seq {seq + 2} (act-4): act-3 is still pending at {records[seq + 2]['ts']}, past its "
+        "approval timeout: the policy would have written approval_expired before this",
+    )
+
+
+async def test_replay_reports_an_expired_or_cancelled_action_charged_later(
+    held: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for action_id in ("act-1", "act-2"):
+        records = read(held)
+        last = records[-1]
+
+        def charge(records: Records, action_id: str = action_id, last: Any = last) -> int:
+            records.append(
+                {
+                    **last,
+                    "seq": last["seq"] + 1,
+                    "kind": "action_allowed",
+                    "action_id": action_id,
+                    "cost": 2,
+                    "remaining": 3,
+                    "approved_by": "mallory",
+                }
+            )
+            return len(records) - 1
+
+        forged = forge(held, charge)
+        status, out = replay(forged, capsys)
+        assert status == 1
+        assert f"seq {last['seq'] + 1} ({action_id}): action_allowed {action_id} " in out
+        assert "would have been refused" in out
