@@ -6,7 +6,3 @@ approval, and answers a denial as a tool error the model can act on. It uses
 only the SDK (``client_sdk``) to reach guardd and the official MCP SDK
 (``mcp``) for both sides of the protocol. See docs/mcp.md.
 """
-
-from guard_mcp.__main__ import main
-
-__all__ = ["main"]

@@ -10,7 +10,6 @@ import sys
 from collections.abc import Sequence
 
 import anyio
-from mcp import MCPError
 from mcp.server import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 
@@ -76,11 +75,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="guard-mcp: %(message)s")
     try:
         anyio.run(serve, settings, client)
-    except (GuardMcpError, MCPError, OSError) as exc:
-        # The upstream could not be started or initialised.
-        print(f"guard-mcp: upstream {settings.upstream_label}: {exc}", file=sys.stderr)
+    except Exception as exc:  # reported as one line, as the CLI promises
+        # Past the command line, what fails is reaching the upstream: a
+        # command that cannot run, an address that does not answer, a server
+        # that exits before the handshake. The SDK's transports raise these
+        # inside task groups, so the first leaf is the cause.
+        cause = _first_leaf(exc)
+        what = str(cause) or type(cause).__name__
+        print(f"guard-mcp: upstream {settings.upstream_label}: {what}", file=sys.stderr)
         return 1
     return 0
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 if __name__ == "__main__":

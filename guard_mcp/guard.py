@@ -22,7 +22,6 @@ import mcp_types as types
 
 from client_sdk import (
     Action,
-    APIError,
     AsyncGuardClient,
     Decision,
     GuardError,
@@ -113,7 +112,7 @@ class Gate:
             decision = await self.client.request_action(tool, arguments, cost)
         except TransportError as exc:
             return tool_error(self.unreachable(exc))
-        except APIError as exc:
+        except GuardError as exc:  # an error answer, or arguments the SDK cannot send
             return tool_error(f"guard refused the request, the call was not run: {exc}")
         if decision.pending:
             return await self._held(tool, arguments, decision, forward, progress)
@@ -156,7 +155,7 @@ class Gate:
                         f"guard unreachable while {action_id} waited for approval, the call "
                         f"was not run (fail closed): {exc}"
                     )
-                except APIError as exc:
+                except GuardError as exc:
                     return tool_error(f"guard refused, the call was not run: {exc}")
                 if action.status != "pending_approval":
                     return await self._decided(action, forward)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from client_sdk import ToolRule
-from guard_mcp import main
+from guard_mcp.__main__ import main
 from guard_mcp.config import Settings, _parser, parse
 from guard_mcp.errors import ConfigError
 from guard_mcp.guard import denial_text, rule_note
+from tests.guard_mcp.conftest import GUARD_MCP
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
 
@@ -126,3 +130,22 @@ def test_the_description_note_says_approval_and_cost_and_nothing_when_free() -> 
         "[guard: each call waits for a person's approval; costs 0.5 of the agent's budget]"
     )
     assert rule_note(free, "amount") == "[guard: costs the number in its 'amount' argument]"
+
+
+def test_an_upstream_that_cannot_start_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
+    env |= {"GUARD_AGENT_TOKEN": "agt_someone.x", "GUARD_URL": "http://127.0.0.1:1"}
+    done = subprocess.run(
+        [str(GUARD_MCP), "--", sys.executable, "-c", "raise SystemExit(1)"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1
+    command = f"{sys.executable} -c raise SystemExit(1)"
+    assert done.stderr.endswith(f"guard-mcp: upstream {command}: Connection closed\n")
+    assert "Traceback" not in done.stderr
