@@ -141,6 +141,7 @@ class GuardClient(_BaseGuardClient):
         name: str | None = None,
         cost: Money | None = None,
         approval_timeout: float | None = None,
+        keep_pending: bool = False,
     ) -> Callable[P, R]: ...
 
     @overload
@@ -152,6 +153,7 @@ class GuardClient(_BaseGuardClient):
         name: str | None = None,
         cost: Money | None = None,
         approval_timeout: float | None = None,
+        keep_pending: bool = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def guarded(
@@ -162,16 +164,26 @@ class GuardClient(_BaseGuardClient):
         name: str | None = None,
         cost: Money | None = None,
         approval_timeout: float | None = None,
+        keep_pending: bool = False,
     ) -> Any:
         """Wrap a sync tool so each call asks first, waits for approval, runs and reports.
 
         Use as ``@client.guarded``, ``@client.guarded(name=..., cost=...)`` or
         ``client.guarded(tool)(...)``. Raises ``ActionDenied`` on denial and
-        ``ApprovalTimeout`` after ``approval_timeout`` seconds pending.
+        ``ApprovalTimeout`` after ``approval_timeout`` seconds pending. A wait
+        given up (that timeout, ``KeyboardInterrupt``) cancels the pending
+        action, so a late approval cannot charge for a call that did not run;
+        ``keep_pending=True`` leaves it pending instead.
         """
 
         def decorate(tool: Callable[..., Any]) -> Callable[..., Any]:
-            spec = _guarded.ToolSpec(tool, name=name, cost=cost, approval_timeout=approval_timeout)
+            spec = _guarded.ToolSpec(
+                tool,
+                name=name,
+                cost=cost,
+                approval_timeout=approval_timeout,
+                keep_pending=keep_pending,
+            )
             return _guarded.wrap_sync(self, spec)
 
         return decorate if fn is None else decorate(fn)
@@ -270,6 +282,7 @@ class AsyncGuardClient(_BaseGuardClient):
         name: str | None = None,
         cost: Money | None = None,
         approval_timeout: float | None = None,
+        keep_pending: bool = False,
     ) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     @overload
@@ -281,6 +294,7 @@ class AsyncGuardClient(_BaseGuardClient):
         name: str | None = None,
         cost: Money | None = None,
         approval_timeout: float | None = None,
+        keep_pending: bool = False,
     ) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     @overload
@@ -292,6 +306,7 @@ class AsyncGuardClient(_BaseGuardClient):
         name: str | None = None,
         cost: Money | None = None,
         approval_timeout: float | None = None,
+        keep_pending: bool = False,
     ) -> AsyncGuardDecorator: ...
 
     def guarded(
@@ -302,13 +317,20 @@ class AsyncGuardClient(_BaseGuardClient):
         name: str | None = None,
         cost: Money | None = None,
         approval_timeout: float | None = None,
+        keep_pending: bool = False,
     ) -> Any:
         """Wrap a sync or async tool into a coroutine function that asks first, waits
         for approval, runs the tool (awaiting it if async) and reports; see
         ``GuardClient.guarded``. A sync tool runs in the event loop's thread."""
 
         def decorate(tool: Callable[..., Any]) -> Callable[..., Any]:
-            spec = _guarded.ToolSpec(tool, name=name, cost=cost, approval_timeout=approval_timeout)
+            spec = _guarded.ToolSpec(
+                tool,
+                name=name,
+                cost=cost,
+                approval_timeout=approval_timeout,
+                keep_pending=keep_pending,
+            )
             return _guarded.wrap_async(self, spec)
 
         return decorate if fn is None else decorate(fn)

@@ -5,7 +5,10 @@ The flow, the same for the sync and the async client:
 1. bind the call's arguments to the tool's parameter names (defaults applied)
    and check that they are JSON-safe: that is the action's ``input``;
 2. request the action; while it is ``pending_approval``, long-poll it
-   (``approval_timeout`` seconds at most, then ``ApprovalTimeout``);
+   (``approval_timeout`` seconds at most, then ``ApprovalTimeout``). A wait
+   that ends without a decision (the timeout, ``KeyboardInterrupt``, the async
+   call cancelled) withdraws the action (``cancel``) unless ``keep_pending``:
+   the tool will not run, so a late approval must not charge for it;
 3. denied, at request time or when an operator decided: ``ActionDenied``;
 4. allowed: run the tool; report ``success``, or ``failure`` and re-raise the
    tool's own exception object.
@@ -23,6 +26,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
+import anyio
+
 from client_sdk import _json
 from client_sdk._core import MAX_WAIT, Money, check_money
 from client_sdk._models import Action, Decision
@@ -30,6 +35,7 @@ from client_sdk.errors import (
     ActionDenied,
     ApprovalTimeout,
     GuardError,
+    InvalidState,
     ToolInputError,
     UnexpectedActionState,
 )
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("client_sdk")
 
 MAX_DETAIL = 1000  # characters of the exception text sent with a failure outcome
+WITHDRAW_WITHIN = 10.0  # seconds a cancel may take once the wait was given up
 
 
 class ToolSpec:
@@ -53,6 +60,7 @@ class ToolSpec:
         name: str | None,
         cost: Money | None,
         approval_timeout: float | None,
+        keep_pending: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"guarded() needs a function, not {fn!r}")
@@ -65,6 +73,7 @@ class ToolSpec:
         self.name = tool_name
         self.cost = None if cost is None else check_money(cost, "cost")
         self.approval_timeout = approval_timeout
+        self.keep_pending = keep_pending
         self.signature = inspect.signature(fn)
         self.is_async = inspect.iscoroutinefunction(fn)
 
@@ -97,8 +106,10 @@ def settle(action: Action) -> str:
     """The action ID of an action that left ``pending_approval`` allowed; raises otherwise."""
     if action.status == "allowed":
         return action.action_id
-    if action.status == "denied":
-        raise ActionDenied(action.action_id, action.reason or {"code": "denied"})
+    if action.status in ("denied", "cancelled"):
+        # denied: by an operator, a re-run check, or approval_expired;
+        # cancelled: withdrawn by someone else (the admin) meanwhile.
+        raise ActionDenied(action.action_id, action.reason or {"code": action.status})
     raise UnexpectedActionState(action.action_id, action.status)
 
 
@@ -122,6 +133,20 @@ def _log_lost_report(action_id: str, error: GuardError) -> None:
     logger.warning("could not report the failure of action %s: %s", action_id, error)
 
 
+def _log_lost_cancel(action_id: str, error: GuardError) -> None:
+    if isinstance(error, InvalidState):
+        # Decided in the meantime (approved as the wait ended, say): the tool
+        # does not run all the same; the message says who decided what.
+        logger.warning("could not withdraw action %s: %s", action_id, error)
+    else:
+        logger.warning("could not withdraw action %s; it may stay pending: %s", action_id, error)
+
+
+WHY_TIMEOUT = "guarded: no decision within approval_timeout"
+WHY_INTERRUPT = "guarded: the waiting call was interrupted"
+WHY_CANCELLED = "guarded: the waiting call was cancelled"
+
+
 # ---- sync ------------------------------------------------------------------
 
 
@@ -129,6 +154,20 @@ def wait_sync(client: GuardClient, decision: Decision, spec: ToolSpec) -> str:
     action_id = ready(decision)
     if action_id is not None:
         return action_id
+    try:
+        return _poll_sync(client, decision, spec)
+    except ApprovalTimeout as exc:
+        if spec.keep_pending:
+            raise
+        _withdraw_sync(client, decision.action_id, WHY_TIMEOUT)
+        raise ApprovalTimeout(exc.action_id, exc.timeout, withdrawn=True) from None
+    except KeyboardInterrupt:
+        if not spec.keep_pending:
+            _withdraw_sync(client, decision.action_id, WHY_INTERRUPT)
+        raise
+
+
+def _poll_sync(client: GuardClient, decision: Decision, spec: ToolSpec) -> str:
     deadline = _deadline(spec)
     while True:
         wait = poll_wait(deadline, time.monotonic())
@@ -137,6 +176,13 @@ def wait_sync(client: GuardClient, decision: Decision, spec: ToolSpec) -> str:
         action = client.get_action(decision.action_id, wait=wait)
         if action.status != "pending_approval":
             return settle(action)
+
+
+def _withdraw_sync(client: GuardClient, action_id: str, why: str) -> None:
+    try:
+        client.cancel(action_id, why)
+    except GuardError as error:
+        _log_lost_cancel(action_id, error)
 
 
 def wrap_sync(client: GuardClient, spec: ToolSpec) -> Callable[..., Any]:
@@ -172,6 +218,34 @@ async def wait_async(client: AsyncGuardClient, decision: Decision, spec: ToolSpe
     action_id = ready(decision)
     if action_id is not None:
         return action_id
+    try:
+        return await _poll_async(client, decision, spec)
+    except ApprovalTimeout as exc:
+        if spec.keep_pending:
+            raise
+        await _withdraw_async(client, decision.action_id, WHY_TIMEOUT)
+        raise ApprovalTimeout(exc.action_id, exc.timeout, withdrawn=True) from None
+    except anyio.get_cancelled_exc_class():
+        if not spec.keep_pending:
+            await _withdraw_async(client, decision.action_id, WHY_CANCELLED)
+        raise
+    except KeyboardInterrupt:
+        if not spec.keep_pending:
+            await _withdraw_async(client, decision.action_id, WHY_INTERRUPT)
+        raise
+
+
+async def _withdraw_async(client: AsyncGuardClient, action_id: str, why: str) -> None:
+    # Shielded: the task may be the one being cancelled; bounded, so a
+    # service that does not answer cannot hold the cancellation up for long.
+    with anyio.move_on_after(WITHDRAW_WITHIN, shield=True):
+        try:
+            await client.cancel(action_id, why)
+        except GuardError as error:
+            _log_lost_cancel(action_id, error)
+
+
+async def _poll_async(client: AsyncGuardClient, decision: Decision, spec: ToolSpec) -> str:
     deadline = _deadline(spec)
     while True:
         wait = poll_wait(deadline, time.monotonic())

@@ -121,17 +121,26 @@ def _shown(value: Any) -> str:
 
 
 class ApprovalTimeout(GuardError):
-    """No operator decided within ``approval_timeout``; the action stays pending."""
+    """No operator decided within ``approval_timeout``. ``withdrawn``: ``guarded``
+    cancelled the action on the service; otherwise it stays pending there."""
 
     default_code = "approval_timeout"
 
-    def __init__(self, action_id: str, timeout: float) -> None:
-        super().__init__(
-            f"action {action_id} is still pending approval after {timeout:g}s; "
-            "it stays pending on the service"
-        )
+    def __init__(self, action_id: str, timeout: float, *, withdrawn: bool = False) -> None:
+        if withdrawn:
+            message = (
+                f"action {action_id} was not decided within {timeout:g}s; it was cancelled "
+                "on the service, so a late approval cannot charge for it"
+            )
+        else:
+            message = (
+                f"action {action_id} is still pending approval after {timeout:g}s; "
+                "it stays pending on the service"
+            )
+        super().__init__(message)
         self.action_id = action_id
         self.timeout = timeout
+        self.withdrawn = withdrawn
 
 
 class UnexpectedActionState(GuardError):

@@ -217,7 +217,7 @@ def test_approval_after_termination_raises_the_rerun_checks_denial(new_agent, co
     assert approvals[0].reason == info.value.reason
 
 
-def test_approval_timeout_raises_and_leaves_the_action_pending(new_agent, connect, admin):
+def test_approval_timeout_raises_and_withdraws_the_action(new_agent, connect, admin):
     created = new_agent()
     client = connect(created)
     started = time.monotonic()
@@ -225,9 +225,63 @@ def test_approval_timeout_raises_and_leaves_the_action_pending(new_agent, connec
         client.guarded(lambda: pytest.fail("ran"), name="send_email", approval_timeout=0.5)()
     assert 0.5 <= time.monotonic() - started < 5
     assert (info.value.action_id, info.value.code) == ("act-1", "approval_timeout")
+    assert info.value.withdrawn
+    assert "cancelled on the service" in info.value.message
     assert not isinstance(info.value, ActionDenied)
-    assert admin.get_action(created.agent_id, "act-1").status == "pending_approval"
+    action = admin.get_action(created.agent_id, "act-1")
+    assert action.status == "cancelled"
+    assert action.reason == {
+        "code": "cancelled",
+        "by": "agent",
+        "reason": "guarded: no decision within approval_timeout",
+    }
+    assert admin.list_pending(created.agent_id) == []
+    # A late approval cannot charge for the call that did not run.
+    with pytest.raises(InvalidState, match="was cancelled by agent"):
+        admin.approve(created.agent_id, "act-1", approver="alice")
+    assert admin.agent_status(created.agent_id).spent == 0
+
+
+def test_keep_pending_leaves_the_action_pending_after_the_timeout(new_agent, connect, admin):
+    created = new_agent()
+    client = connect(created)
+    tool = client.guarded(
+        lambda: pytest.fail("ran"), name="send_email", approval_timeout=0.3, keep_pending=True
+    )
+    with pytest.raises(ApprovalTimeout) as info:
+        tool()
+    assert not info.value.withdrawn
+    assert info.value.message.endswith("it stays pending on the service")
     assert [p.action.action_id for p in admin.list_pending(created.agent_id)] == ["act-1"]
+
+
+def test_keyboard_interrupt_while_waiting_withdraws_the_action(
+    new_agent, connect, admin, monkeypatch
+):
+    created = new_agent()
+    client = connect(created)
+    real_get = client.get_action
+
+    def interrupted(action_id, wait=None):
+        real_get(action_id, wait=0.2)
+        raise KeyboardInterrupt  # as Ctrl-C during the long-poll
+
+    monkeypatch.setattr(client, "get_action", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        client.guarded(lambda: pytest.fail("ran"), name="send_email")()
+    action = admin.get_action(created.agent_id, "act-1")
+    assert (action.status, action.reason["reason"]) == (
+        "cancelled",
+        "guarded: the waiting call was interrupted",
+    )
+
+
+def test_an_expired_approval_raises_action_denied_approval_expired(new_agent, connect):
+    created = new_agent(approval_timeout_secs=0.5)
+    client = connect(created)
+    with pytest.raises(ActionDenied) as info:
+        client.guarded(lambda: pytest.fail("ran"), name="send_email")()
+    assert info.value.reason == {"code": "approval_expired", "timeout_secs": Decimal("0.5")}
 
 
 def test_name_and_cost_given_to_the_decorator_are_used(new_agent, connect, admin):

@@ -15,6 +15,7 @@ from client_sdk import (
     AsyncAdminClient,
     AsyncGuardClient,
     CreatedAgent,
+    InvalidState,
 )
 from tests.client_sdk.conftest import FAST_RETRY
 from tests.client_sdk.test_guarded import DENIALS
@@ -163,7 +164,7 @@ async def test_pending_async_tool_rejected_by_an_operator_task_raises_rejected(
     assert [s.severity for s in status.scars] == ["minor"]
 
 
-async def test_async_approval_timeout_raises_and_leaves_the_action_pending(
+async def test_async_approval_timeout_raises_and_withdraws_the_action(
     new_agent, connect, async_admin
 ):
     created = new_agent()
@@ -172,6 +173,42 @@ async def test_async_approval_timeout_raises_and_leaves_the_action_pending(
     with pytest.raises(ApprovalTimeout) as info:
         await client.guarded(lambda: None, name="send_email", approval_timeout=0.4)()
     assert 0.4 <= time.monotonic() - started < 5
-    assert info.value.action_id == "act-1"
+    assert (info.value.action_id, info.value.withdrawn) == ("act-1", True)
+    action = await async_admin.get_action(created.agent_id, "act-1")
+    assert action.status == "cancelled"
+
+
+async def test_async_keep_pending_leaves_the_action_pending(new_agent, connect, async_admin):
+    created = new_agent()
+    client = connect(created)
+    tool = client.guarded(lambda: None, name="send_email", approval_timeout=0.3, keep_pending=True)
+    with pytest.raises(ApprovalTimeout):
+        await tool()
     action = await async_admin.get_action(created.agent_id, "act-1")
     assert action.status == "pending_approval"
+
+
+async def test_cancelling_the_waiting_task_withdraws_the_action(new_agent, connect, async_admin):
+    created = new_agent()
+    client = connect(created)
+    ran = []
+    task = asyncio.create_task(client.guarded(lambda: ran.append(1), name="send_email")())
+    async with asyncio.timeout(10):
+        while True:  # polls the service, as an operator's console does
+            if await async_admin.list_pending(created.agent_id):
+                break
+            await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # the call is in its long-poll now
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    action = await async_admin.get_action(created.agent_id, "act-1")
+    assert (action.status, action.reason["reason"]) == (
+        "cancelled",
+        "guarded: the waiting call was cancelled",
+    )
+    # A late approval is refused: nothing is charged for a call that never ran.
+    with pytest.raises(InvalidState, match="was cancelled by agent"):
+        await async_admin.approve(created.agent_id, "act-1", approver="bob")
+    assert ran == []
+    assert (await async_admin.agent_status(created.agent_id)).spent == 0
