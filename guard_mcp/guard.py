@@ -25,6 +25,7 @@ from client_sdk import (
     AsyncGuardClient,
     Decision,
     GuardError,
+    InvalidState,
     Policy,
     ToolRule,
     TransportError,
@@ -115,7 +116,7 @@ class Gate:
         except GuardError as exc:  # an error answer, or arguments the SDK cannot send
             return tool_error(f"guard refused the request, the call was not run: {exc}")
         if decision.pending:
-            return await self._held(tool, arguments, decision, forward, progress)
+            return await self._held(tool, decision, forward, progress)
         if decision.denied:
             return tool_error(denial_text(decision.reason, decision.action_id))
         return await self._run(decision.action_id, forward)
@@ -123,13 +124,11 @@ class Gate:
     async def _held(
         self,
         tool: str,
-        arguments: dict[str, Any],
         decision: Decision,
         forward: Forward,
         progress: Progress,
     ) -> types.CallToolResult:
         action_id = decision.action_id
-        timeout = self.settings.approval_timeout
         started = time.monotonic()
         waiting = (
             f"{tool} ({action_id}) waits for a person's approval at the guard console "
@@ -137,33 +136,48 @@ class Gate:
         )
         log.info("%s", waiting)
         try:
-            while True:
-                elapsed = time.monotonic() - started
-                shown = f"{waiting} ({math.floor(elapsed)} of {timeout:g} s)"
-                await progress(elapsed, timeout, shown)
-                left = timeout - elapsed
-                if left <= 0:
-                    note = await self.withdraw(action_id, "timed out")
-                    return tool_error(
-                        f"timed out after {timeout:g} s waiting for approval of {action_id} "
-                        f"({tool}); the call was not run. {note}"
-                    )
-                try:
-                    action = await self.client.get_action(action_id, wait=min(left, POLL_SECONDS))
-                except TransportError as exc:
-                    return tool_error(
-                        f"guard unreachable while {action_id} waited for approval, the call "
-                        f"was not run (fail closed): {exc}"
-                    )
-                except GuardError as exc:
-                    return tool_error(f"guard refused, the call was not run: {exc}")
-                if action.status != "pending_approval":
-                    return await self._decided(action, forward)
+            action = await self._wait(tool, action_id, started, waiting, progress)
         except anyio.get_cancelled_exc_class():
             # The client cancelled (notifications/cancelled) or went away.
             with anyio.CancelScope(shield=True):
-                await self.withdraw(action_id, "cancelled by the client")
+                withdrawn = await self.withdraw(action_id, "cancelled by the client")
+                if isinstance(withdrawn, Action) and withdrawn.status == "allowed":
+                    # Approved just before: charged, but it will never run.
+                    await self._report(action_id, "failure", "cancelled by the client, not run")
             raise
+        if isinstance(action, types.CallToolResult):
+            return action
+        return await self._decided(action, forward)
+
+    async def _wait(
+        self, tool: str, action_id: str, started: float, waiting: str, progress: Progress
+    ) -> Action | types.CallToolResult:
+        """The action once decided, or the result when no decision comes."""
+        timeout = self.settings.approval_timeout
+        while True:
+            elapsed = time.monotonic() - started
+            shown = f"{waiting} ({math.floor(elapsed)} of {timeout:g} s)"
+            await progress(elapsed, timeout, shown)
+            left = timeout - elapsed
+            if left <= 0:
+                withdrawn = await self.withdraw(action_id, "timed out")
+                if isinstance(withdrawn, Action):  # decided at the last moment
+                    return withdrawn
+                return tool_error(
+                    f"timed out after {timeout:g} s waiting for approval of {action_id} "
+                    f"({tool}); the call was not run. {withdrawn}"
+                )
+            try:
+                action = await self.client.get_action(action_id, wait=min(left, POLL_SECONDS))
+            except TransportError as exc:
+                return tool_error(
+                    f"guard unreachable while {action_id} waited for approval, the call "
+                    f"was not run (fail closed): {exc}"
+                )
+            except GuardError as exc:
+                return tool_error(f"guard refused, the call was not run: {exc}")
+            if action.status != "pending_approval":
+                return action
 
     async def _decided(self, action: Action, forward: Forward) -> types.CallToolResult:
         if action.status == "allowed":
@@ -174,17 +188,32 @@ class Gate:
             f"guard: {action.action_id} left approval as {action.status!r}; the call was not run."
         )
 
-    async def withdraw(self, action_id: str, why: str) -> str:
-        """Give up a held action; what the model is told about it.
+    async def withdraw(self, action_id: str, why: str) -> Action | str:
+        """Withdraw a held action on guardd (``cancel``), so that a late
+        approval can never charge for a call that did not run.
 
-        The only place to withdraw the action on guardd once the service can:
-        until then it stays pending, and a late approval would charge for a
-        call that never ran, so the person is asked to reject it.
+        Returns what the model is told, or the action when a person decided
+        it in the meantime (that decision stands). When guardd cannot be
+        told, the action stays pending and the person is asked to reject it.
         """
-        log.warning("%s %s; it stays pending on guardd", action_id, why)
+        try:
+            await self.client.cancel(action_id, reason=f"guard-mcp: {why}")
+        except InvalidState:
+            try:
+                return await self.client.get_action(action_id)
+            except GuardError as exc:
+                return self._left_pending(action_id, why, exc)
+        except GuardError as exc:
+            return self._left_pending(action_id, why, exc)
+        log.warning("%s %s; withdrawn on guardd", action_id, why)
+        return f"The action was withdrawn on guardd: {action_id} is cancelled, never charged."
+
+    def _left_pending(self, action_id: str, why: str, exc: GuardError) -> str:
+        log.error("%s %s; could not withdraw it, it stays pending: %s", action_id, why, exc)
         return (
-            f"The action stays pending on guardd: reject {action_id} at the console "
-            f"{self.console} so that a late approval cannot charge for a call that did not run."
+            f"The action could not be withdrawn ({exc}) and may stay pending on guardd: "
+            f"reject {action_id} at the console {self.console} so that a late approval "
+            "cannot charge for a call that did not run."
         )
 
     async def _run(self, action_id: str, forward: Forward) -> types.CallToolResult:

@@ -120,7 +120,7 @@ async def test_a_rejected_call_is_not_run_and_says_who_rejected_it_and_why(
     assert upstream.calls == []
 
 
-async def test_no_decision_in_time_is_a_timeout_and_the_action_stays_pending(
+async def test_no_decision_in_time_is_a_timeout_and_the_action_is_withdrawn(
     server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
 ) -> None:
     agent = new_agent({"echo": {"requires_approval": True}})
@@ -130,16 +130,17 @@ async def test_no_decision_in_time_is_a_timeout_and_the_action_stays_pending(
         ) as client:
             result = await client.call_tool("echo", {"text": "late"})
     assert result.is_error is True
-    assert text(result).startswith(
+    assert text(result) == (
         "timed out after 1 s waiting for approval of act-1 (echo); the call was not run. "
-        "The action stays pending on guardd: reject act-1 at the console "
+        "The action was withdrawn on guardd: act-1 is cancelled, never charged."
     )
     assert upstream.calls == []
-    # Documented limitation until guardd can withdraw a pending action.
-    assert [p.action.action_id for p in admin.list_pending(agent.agent_id)] == ["act-1"]
+    assert admin.list_pending(agent.agent_id) == []
+    assert admin.get_action(agent.agent_id, "act-1").status == "cancelled"
+    assert admin.agent_status(agent.agent_id).spent == 0
 
 
-async def test_a_call_the_client_cancels_is_never_run_and_the_action_stays_pending(
+async def test_a_call_the_client_cancels_is_never_run_and_its_action_is_withdrawn(
     server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
 ) -> None:
     agent = new_agent({"echo": {"requires_approval": True}, "pay": {}})
@@ -151,15 +152,18 @@ async def test_a_call_the_client_cancels_is_never_run_and_the_action_stays_pendi
                 await wait_for(lambda: admin.list_pending(agent.agent_id))
                 tasks.cancel_scope.cancel()
             await wait_for(lambda: "cancelled by the client" in stderr_of_guard_mcp(tmp_path))
-            # guard-mcp serves on; an approval now would charge, so it is not given.
+            # guard-mcp serves on.
             assert text(await client.call_tool("pay", {"to": "bob", "amount": 1})).startswith(
                 "paid"
             )
-    assert "act-1 cancelled by the client; it stays pending on guardd" in (
-        stderr_of_guard_mcp(tmp_path)
-    )
+    assert "act-1 cancelled by the client; withdrawn on guardd" in stderr_of_guard_mcp(tmp_path)
     assert [c["tool"] for c in upstream.calls] == ["pay"]
-    assert [p.action.action_id for p in admin.list_pending(agent.agent_id)] == ["act-1"]
+    assert admin.list_pending(agent.agent_id) == []
+    cancelled = admin.get_action(agent.agent_id, "act-1")
+    assert (cancelled.status, cancelled.reason) == (
+        "cancelled",
+        {"code": "cancelled", "by": "agent", "reason": "guard-mcp: cancelled by the client"},
+    )
 
 
 async def test_guard_down_fails_closed_naming_the_address_tried(
