@@ -311,7 +311,7 @@ def test_unknown_action_is_unknown_action(
         pytest.param("POST", "/healthz", {"GET"}, id="post-healthz"),
         pytest.param("DELETE", "/v1/agents/{id}", {"GET"}, id="delete-agent"),
         pytest.param("GET", "/v1/agents/{id}/terminate", {"POST"}, id="get-terminate"),
-        pytest.param("POST", "/v1/agents/{id}/policy", {"PUT"}, id="post-policy"),
+        pytest.param("POST", "/v1/agents/{id}/policy", {"GET", "PUT"}, id="post-policy"),
         pytest.param("GET", "/v1/agents/{id}/actions", {"POST"}, id="get-actions"),
         pytest.param("PATCH", "/v1/agents/{id}/actions/act-1", {"GET"}, id="patch-action"),
         pytest.param("POST", "/v1/public-key", {"GET"}, id="post-public-key"),
