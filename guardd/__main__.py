@@ -29,6 +29,7 @@ from guardd.config import Settings, SettingsError, check_admin_token, parse_sett
 from guardd.limits import return_large_buffers_to_the_system
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
+from guardd.webhooks import WebhookConfig, Webhooks, parse_secret
 
 log = logging.getLogger("guardd")
 
@@ -225,6 +226,7 @@ async def _serve(
         guard.registry.release_watchers()
 
     collector = asyncio.create_task(collect_old_garbage())
+    hooks = _webhooks(settings, guard)
     try:
         if metrics is None:
             await serve(app, config, shutdown_trigger=shutdown_trigger)
@@ -235,6 +237,19 @@ async def _serve(
                 group.create_task(serve(*metrics, shutdown_trigger=stop.wait))
     finally:
         collector.cancel()
+        if hooks is not None:
+            await hooks.stop()
+
+
+def _webhooks(settings: Settings, guard: Guard) -> Webhooks | None:
+    """Delivery of webhook events, one task per URL, started before serving."""
+    if not settings.webhooks:
+        return None
+    secret = parse_secret(settings.webhook_secret) if settings.webhook_secret else None
+    config = WebhookConfig(settings.webhooks, secret, settings.webhook_format, settings.public_url)
+    hooks = Webhooks(config, guard.registry, settings.data_dir)
+    hooks.start()
+    return hooks
 
 
 def _metrics_listener(

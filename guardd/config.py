@@ -31,6 +31,10 @@ class Settings:
     log_format: str = "text"
     metrics: bool = True  # --no-metrics, GUARD_METRICS=off
     metrics_listen: tuple[str, int] | None = None  # --metrics-listen HOST:PORT
+    webhooks: tuple[str, ...] = ()  # --webhook (repeatable), GUARD_WEBHOOKS (comma-separated)
+    webhook_secret: str | None = None  # --webhook-secret, GUARD_WEBHOOK_SECRET: whsec_<base64>
+    webhook_format: str = "standard"  # --webhook-format, GUARD_WEBHOOK_FORMAT
+    public_url: str | None = None  # --public-url, GUARD_PUBLIC_URL: the console as operators see it
     # --checkpoint-dir, GUARD_CHECKPOINT_DIR; <data-dir>/checkpoints without them
     checkpoint_dir: Path = attrs.field(
         default=attrs.Factory(lambda self: self.data_dir / "checkpoints", takes_self=True)
@@ -130,6 +134,38 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         metavar="HOST:PORT",
     )
     parser.add_argument(
+        "--webhook",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="post approval and termination events to URL; repeatable "
+        "(default: none; environment: GUARD_WEBHOOKS, comma-separated)",
+    )
+    _option(
+        parser,
+        "--webhook-secret",
+        env,
+        "GUARD_WEBHOOK_SECRET",
+        None,
+        "whsec_<base64> key that signs every webhook (Standard Webhooks)",
+    )
+    _option(
+        parser,
+        "--webhook-format",
+        env,
+        "GUARD_WEBHOOK_FORMAT",
+        "standard",
+        "webhook bodies: standard (JSON events) or slack (a Slack-compatible message)",
+    )
+    _option(
+        parser,
+        "--public-url",
+        env,
+        "GUARD_PUBLIC_URL",
+        None,
+        "the console's address as operators reach it (links in webhook messages)",
+    )
+    parser.add_argument(
         "--checkpoint-dir",
         default=env.get("GUARD_CHECKPOINT_DIR"),
         metavar="DIR",
@@ -168,6 +204,22 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     metrics_listen = listen_address(args.metrics_listen) if args.metrics_listen else None
     if metrics_listen is not None and not args.metrics:
         raise SettingsError("--metrics-listen serves metrics, which --no-metrics turns off")
+    webhooks = tuple(args.webhook or [u for u in env.get("GUARD_WEBHOOKS", "").split(",") if u])
+    for url in webhooks:
+        if not url.startswith(("http://", "https://")):
+            raise SettingsError(f"--webhook must be an http:// or https:// URL, not {url!r}")
+    if args.webhook_format not in ("standard", "slack"):
+        fmt = args.webhook_format
+        raise SettingsError(f"--webhook-format must be standard or slack, not {fmt!r}")
+    if args.webhook_secret is not None:
+        from guardd.webhooks import WebhookConfigError, parse_secret
+
+        try:
+            parse_secret(args.webhook_secret)
+        except WebhookConfigError as exc:
+            raise SettingsError(str(exc)) from None
+    elif webhooks and args.webhook_format == "standard":
+        raise SettingsError("--webhook needs --webhook-secret (whsec_<base64>) to sign its events")
     return Settings(
         args.host,
         port,
@@ -178,6 +230,10 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         log_format=args.log_format,
         metrics=args.metrics,
         metrics_listen=metrics_listen,
+        webhooks=webhooks,
+        webhook_secret=args.webhook_secret,
+        webhook_format=args.webhook_format,
+        public_url=args.public_url,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 
