@@ -22,6 +22,7 @@ POLICY = {
     "tools": {
         "search": {"cost": 0.1},
         "send_email": {"cost": 2.5, "requires_approval": True},
+        "page_oncall": {"requires_approval": True, "approval_timeout_secs": 0.2},
     },
     "default": {"cost": 0.000001, "max_calls": 1},
     "rate_limit": {"max_actions": 100, "window_secs": 0.5},
@@ -46,6 +47,11 @@ def logged(api: Api) -> Agent:
     ok(agent.act("unlisted"))  # tool_call_limit under the default rule: a scar
     ok(api.approve(agent, "act-3", approver="carol", note="ok ✓"))
     ok(api.reject(agent, "act-4", approver="dave", reason="no", scar="moderate"))
+    ok(agent.act("send_email", input={"to": "zed"}))  # act-7: withdrawn by the agent
+    ok(agent.client.post(f"{agent.path}/actions/act-7/cancel", json={"reason": "gave up"}))
+    ok(agent.act("page_oncall"))  # act-8: nobody decides in time
+    expired = ok(agent.client.get(f"{agent.path}/actions/act-8", params={"wait": 10}))
+    assert expired["status"] == "denied", expired
     url = f"{agent.path}/actions/act-1/outcome"
     ok(agent.client.post(url, json={"status": "failure", "detail": "timeout"}))
     ok(api.admin.post(f"{agent.path}/scars", json={"severity": "minor", "reason": "r"}))
