@@ -119,6 +119,10 @@ class TracedGuardd(Server):
             return None
         return int(pids[0]) if pids else None
 
+    def tracer_cpu_seconds(self) -> float:
+        """CPU time of strace itself so far."""
+        return super().cpu_seconds()
+
     def cpu_seconds(self) -> float:
         child = self.guardd_pid()
         if child is None:
@@ -168,14 +172,18 @@ def measure(work_dir: Path, delay_ms: float, duration: float, report: Any) -> di
             data_file = work_dir / f"wrk-{delay_ms:g}ms-{count}.lua"
             write_wrk_data(data_file, "decide", agents[:count], threads=WRK_THREADS)
             run_wrk(server, "decide", 16, min(2.0, duration), data_file, WRK_THREADS)  # warm-up
+            tracer = server.tracer_cpu_seconds()
+            started = time.perf_counter()
             result = run_wrk(server, "decide", CONCURRENCY, duration, data_file, WRK_THREADS)
+            tracer = (server.tracer_cpu_seconds() - tracer) / (time.perf_counter() - started)
             if result.error_count:
                 raise RuntimeError(f"errors at {delay_ms:g} ms, {count} agents: {result.errors}")
             rounds[count] = result
             report(
                 f"    {count:3d} agents: {result.rps:7.0f} decisions/s"
                 f"  p50 {result.p50_us / 1000:6.2f} ms  p99 {result.p99_us / 1000:6.2f} ms"
-                f"  cpu: guardd {result.server_cpu:4.0%} others {result.others_cpu:4.0%}"
+                f"  cpu: guardd {result.server_cpu:4.0%} strace {tracer:4.0%}"
+                f" wrk {result.wrk_cpu:4.0%} others {max(0.0, result.others_cpu - tracer):4.0%}"
                 f" (load {result.load1:.2f})"
             )
     finally:
