@@ -4,8 +4,9 @@ An append is durable when ``append`` returns: the bytes were written in full
 and fsynced. The committer makes many logs durable at once instead: it
 ``write``s each batch, then ``sync_logs`` makes all of them durable with one
 flush of their file system (see ``FileIO.sync_fs`` for why that is safe and
-docs/design.md for the figures). A new log is written to a temporary file, fsynced, renamed into
-place and the directory fsynced, so a crash never leaves a half-created log.
+docs/design.md for the figures). A new log is written to a temporary file,
+fsynced, renamed into place and the directory fsynced, so a crash never
+leaves a half-created log.
 A crash in the middle of an append can leave a final line without its
 newline; ``split_log`` reports it as a torn tail when it does not parse, and
 ``move_torn_tail`` moves it aside to ``<log>.torn``.
