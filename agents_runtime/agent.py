@@ -27,6 +27,7 @@ from agents_runtime.errors import (
 )
 from agents_runtime.money import ZERO
 from agents_runtime.policy import policy_json
+from agents_runtime.record import Head
 from agents_runtime.state import (
     ALLOWED,
     CANCELLED,
@@ -42,6 +43,7 @@ from agents_runtime.state import (
     first_decision,
     parse_ts,
     pending_json,
+    receipt,
     requested_record,
     status_json,
 )
@@ -140,17 +142,23 @@ def conclude(
     emit: Emit,
     action_id: str,
     verdict: Verdict,
+    request: Head,
     *,
     approver: str | None = None,
     note: str | None = None,
 ) -> dict[str, Any]:
-    """Write the decision records for a verdict; return the decision object."""
+    """Write the decision records for a verdict on the action whose
+    action_requested record is ``request``; return the decision object."""
     if verdict.decision == ALLOWED:
         fields: dict[str, Any] = {
             "kind": "action_allowed",
             "action_id": action_id,
             "cost": verdict.charge,
             "remaining": state.remaining - verdict.charge,
+            # Tie the allowance to its agent and its very request, so the two
+            # signed lines prove it on their own (a receipt, docs/receipts.md).
+            "log_id": state.agent_id,
+            "request_hash": request.hash,
         }
         if approver is not None:
             fields["approved_by"] = approver
@@ -162,6 +170,7 @@ def conclude(
             "action_id": action_id,
             "cost": verdict.charge,
             "remaining": state.remaining,
+            "receipt": receipt(state, request.seq, state.head.seq),
         }
         _terminate_if_exhausted(state, emit, verdict.charge)
         return decision
@@ -216,13 +225,16 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
     if cmd.idempotency_key is not None:
         fields["idempotency_key"] = cmd.idempotency_key
     emit(fields)
-    return conclude(state, emit, action_id, verdict)
+    return conclude(state, emit, action_id, verdict, state.head)
 
 
 def approve(state: AgentState, emit: Emit, cmd: c.Approve, now: float) -> Any:
     action = _pending(state, cmd.action_id)
     verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
-    return conclude(state, emit, action.action_id, verdict, approver=cmd.approver, note=cmd.note)
+    request = Head(action.seq, state.records.get(action.seq)["hash"])
+    return conclude(
+        state, emit, action.action_id, verdict, request, approver=cmd.approver, note=cmd.note
+    )
 
 
 def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
@@ -353,7 +365,7 @@ def finish_interrupted(state: AgentState, emit: Emit) -> None:
         cost = last["requested_cost"]
         requested_cost = None if cost is None else Decimal(cost)
         verdict = decide(state, last["tool"], requested_cost, parse_ts(last["ts"]))
-        conclude(state, emit, last["action_id"], verdict)
+        conclude(state, emit, last["action_id"], verdict, state.head)
     elif kind == "action_allowed":
         _terminate_if_exhausted(state, emit, Decimal(last["cost"]))
     elif kind == "action_denied":

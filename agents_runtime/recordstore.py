@@ -20,6 +20,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Protocol
 
+from agents_runtime import canonical
 from agents_runtime.canonical import loads_trusted
 from agents_runtime.errors import LogReadError
 
@@ -34,6 +35,11 @@ class RecordStore(Protocol):
 
     def get(self, seq: int) -> dict[str, Any]:
         """The record at ``seq``; LogReadError if it cannot be read."""
+        ...
+
+    def line(self, seq: int) -> bytes:
+        """The canonical bytes of the record at ``seq``, without its newline
+        (what a decision receipt quotes); LogReadError if it cannot be read."""
         ...
 
 
@@ -56,6 +62,10 @@ class MemoryRecords:
         if record is None:
             raise LogReadError(f"no record at seq {seq}")
         return record
+
+    def line(self, seq: int) -> bytes:
+        # A record's line is its canonical form: no need to keep the bytes.
+        return canonical.dumps(self.get(seq))
 
 
 class FileRecords:
@@ -100,21 +110,27 @@ class FileRecords:
     def __len__(self) -> int:
         return len(self._offsets) + len(self._unwritten)
 
-    def get(self, seq: int) -> dict[str, Any]:
+    def line(self, seq: int) -> bytes:
+        return self._read(seq)[:-1]
+
+    def _read(self, seq: int) -> bytes:
+        """The line at ``seq``, newline included."""
         indexed = len(self._offsets)
         if not 0 <= seq < indexed + len(self._unwritten):
             raise LogReadError(f"{self.path.name} has no record at seq {seq}")
         if seq >= indexed:
-            line = self._unwritten[seq - indexed]
-        else:
-            start = self._offsets[seq]
-            stop = self._offsets[seq + 1] if seq + 1 < len(self._offsets) else self.end
-            try:
-                with self.path.open("rb") as fh:
-                    fh.seek(start)
-                    line = fh.read(stop - start)
-            except OSError as exc:
-                raise LogReadError(f"cannot read {self.path.name}: {exc}") from exc
+            return self._unwritten[seq - indexed]
+        start = self._offsets[seq]
+        stop = self._offsets[seq + 1] if seq + 1 < len(self._offsets) else self.end
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(start)
+                return fh.read(stop - start)
+        except OSError as exc:
+            raise LogReadError(f"cannot read {self.path.name}: {exc}") from exc
+
+    def get(self, seq: int) -> dict[str, Any]:
+        line = self._read(seq)
         try:
             # Our own log's lines: verified when loaded, or written by us.
             record = loads_trusted(line.decode())

@@ -98,6 +98,9 @@ class Action:
     approved_by: str | None = None
     note: str | None = None
     decided_at: str | None = None  # ts of the record that took it out of pending
+    # Seq of its action_allowed record when that record names its request
+    # (log_id and request_hash): the second line of its receipt.
+    receipt_seq: int | None = None
 
 
 @attrs.define(slots=True)
@@ -220,6 +223,13 @@ def _iso(seconds: float) -> str:
     return timestamp_micros(round(seconds * 1_000_000))
 
 
+def receipt(state: AgentState, request_seq: int, allowed_seq: int) -> list[str]:
+    """The receipt of an allowed action: the lines of its action_requested
+    and action_allowed records, as they are in the log (docs/receipts.md)."""
+    line = state.records.line
+    return [line(request_seq).decode(), line(allowed_seq).decode()]
+
+
 def first_decision(state: AgentState, n: int) -> dict[str, Any]:
     """The decision action ``n`` was first answered with (an Idempotency-Key
     repeat answers with it again)."""
@@ -227,14 +237,18 @@ def first_decision(state: AgentState, n: int) -> dict[str, Any]:
     if action_id in state.held:
         return {"decision": PENDING, "action_id": action_id}
     # Decided at request time: the decision record follows action_requested.
-    record = state.records.get(state.action_seqs[n - 1] + 1)
+    seq = state.action_seqs[n - 1]
+    record = state.records.get(seq + 1)
     if record["kind"] == "action_allowed":
-        return {
+        decision: dict[str, Any] = {
             "decision": ALLOWED,
             "action_id": action_id,
             "cost": record["cost"],
             "remaining": record["remaining"],
         }
+        if "request_hash" in record:  # older records give no receipt
+            decision["receipt"] = receipt(state, seq, seq + 1)
+        return decision
     return {"decision": DENIED, "action_id": action_id, "reason": record["reason"]}
 
 
@@ -360,6 +374,8 @@ def _allowed(state: AgentState, r: dict[str, Any]) -> None:
         action.approved_by = r.get("approved_by")
         action.note = r.get("note")
         action.decided_at = r["ts"]
+        if "request_hash" in r:
+            action.receipt_seq = r["seq"]
     state.action_status[n - 1] = _ALLOWED_CODE
     state.remaining -= cost
     state.actions_allowed += 1
@@ -496,6 +512,8 @@ def action_json(state: AgentState, n: int) -> dict[str, Any]:
             out["note"] = held.note
         if held.decided_at is not None:
             out["decided_at"] = held.decided_at
+            if held.receipt_seq is not None:
+                out["receipt"] = receipt(state, held.seq, held.receipt_seq)
         elif code == _PENDING_CODE:
             deadline = approval_deadline(state, held)
             if deadline is not None:
@@ -514,6 +532,9 @@ def action_json(state: AgentState, n: int) -> dict[str, Any]:
     }
     if code == _DENIED_CODE:
         out["reason"] = state.records.get(seq + 1)["reason"]
+    elif code != 0 and "request_hash" in state.records.get(seq + 1):
+        # Allowed (and perhaps completed since): the decision follows the request.
+        out["receipt"] = receipt(state, seq, seq + 1)
     return out
 
 

@@ -25,6 +25,7 @@ from client_sdk._models import (
     VerifyFailure,
     VerifyReport,
 )
+from client_sdk._receipt import verify_receipt
 from client_sdk._retry import Retry
 from client_sdk.errors import (
     ActionDenied,
@@ -45,6 +46,7 @@ from client_sdk.errors import (
     NotFound,
     Quarantined,
     ReadOnly,
+    ReceiptError,
     ServiceUnavailable,
     TooLarge,
     ToolInputError,
@@ -89,6 +91,7 @@ __all__ = [
     "Quarantined",
     "RateLimit",
     "ReadOnly",
+    "ReceiptError",
     "Retry",
     "Scar",
     "ServiceUnavailable",
@@ -101,4 +104,5 @@ __all__ = [
     "UnknownAction",
     "VerifyFailure",
     "VerifyReport",
+    "verify_receipt",
 ]

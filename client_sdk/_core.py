@@ -286,6 +286,15 @@ def parse_verify_report(body: Any) -> VerifyReport:
     )
 
 
+def _opt_receipt(body: dict[str, Any]) -> tuple[str, ...] | None:
+    receipt = body.get("receipt")
+    if receipt is None:
+        return None
+    if not isinstance(receipt, list) or not all(isinstance(line, str) for line in receipt):
+        raise InvalidResponse(f"'receipt' should be a list of record lines, got {receipt!r}")
+    return tuple(receipt)
+
+
 def parse_decision(body: Any) -> Decision:
     obj = _object(body)
     decision = _str(obj, "decision")
@@ -297,6 +306,7 @@ def parse_decision(body: Any) -> Decision:
         cost=_opt(obj, "cost", Decimal),
         remaining=_opt(obj, "remaining", Decimal),
         reason=_opt(obj, "reason", dict),
+        receipt=_opt_receipt(obj),
     )
 
 
@@ -315,6 +325,7 @@ def parse_action(body: Any) -> Action:
         reason=_opt(obj, "reason", dict),
         approved_by=_opt(obj, "approved_by", str),
         note=_opt(obj, "note", str),
+        receipt=_opt_receipt(obj),
     )
 
 

@@ -10,7 +10,9 @@ The flow, the same for the sync and the async client:
    call cancelled) withdraws the action (``cancel``) unless ``keep_pending``:
    the tool will not run, so a late approval must not charge for it;
 3. denied, at request time or when an operator decided: ``ActionDenied``;
-4. allowed: run the tool; report ``success``, or ``failure`` and re-raise the
+4. allowed: run the tool (passing the decision's receipt as ``guard_receipt``
+   to a tool that declares that keyword parameter, so it can check the
+   permission itself); report ``success``, or ``failure`` and re-raise the
    tool's own exception object.
 
 An outcome report that fails after the tool raised is logged, and the tool's
@@ -48,6 +50,7 @@ logger = logging.getLogger("client_sdk")
 
 MAX_DETAIL = 1000  # characters of the exception text sent with a failure outcome
 WITHDRAW_WITHIN = 10.0  # seconds a cancel may take once the wait was given up
+RECEIPT_PARAMETER = "guard_receipt"
 
 
 class ToolSpec:
@@ -74,8 +77,31 @@ class ToolSpec:
         self.cost = None if cost is None else check_money(cost, "cost")
         self.approval_timeout = approval_timeout
         self.keep_pending = keep_pending
-        self.signature = inspect.signature(fn)
+        signature = inspect.signature(fn)
+        receipt = signature.parameters.get(RECEIPT_PARAMETER)
+        # A tool that takes the receipt gets it from guarded, never from its
+        # caller, and it is no part of the action's input.
+        self.takes_receipt = receipt is not None and receipt.kind in (
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+        if self.takes_receipt:
+            params = list(signature.parameters.values())
+            after = params[params.index(cast(inspect.Parameter, receipt)) + 1 :]
+            if any(p.kind in (p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in after):
+                # Positional arguments would land on it: guarded passes it by name.
+                raise TypeError(
+                    f"{tool_name!r}: declare {RECEIPT_PARAMETER} keyword-only (after *) "
+                    "or as the last positional parameter"
+                )
+            kept = [p for p in params if p.name != RECEIPT_PARAMETER]
+            signature = signature.replace(parameters=kept)
+        self.signature = signature
         self.is_async = inspect.iscoroutinefunction(fn)
+
+    def receipt_kwargs(self, receipt: tuple[str, ...] | None) -> dict[str, Any]:
+        """What the tool is called with besides the caller's arguments."""
+        return {RECEIPT_PARAMETER: receipt} if self.takes_receipt else {}
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The action's input: arguments by parameter name, defaults applied.
@@ -150,10 +176,13 @@ WHY_CANCELLED = "guarded: the waiting call was cancelled"
 # ---- sync ------------------------------------------------------------------
 
 
-def wait_sync(client: GuardClient, decision: Decision, spec: ToolSpec) -> str:
+def wait_sync(
+    client: GuardClient, decision: Decision, spec: ToolSpec
+) -> tuple[str, tuple[str, ...] | None]:
+    """The allowed action's ID and its receipt; raises when it is not allowed."""
     action_id = ready(decision)
     if action_id is not None:
-        return action_id
+        return action_id, decision.receipt
     try:
         return _poll_sync(client, decision, spec)
     except ApprovalTimeout as exc:
@@ -167,7 +196,9 @@ def wait_sync(client: GuardClient, decision: Decision, spec: ToolSpec) -> str:
         raise
 
 
-def _poll_sync(client: GuardClient, decision: Decision, spec: ToolSpec) -> str:
+def _poll_sync(
+    client: GuardClient, decision: Decision, spec: ToolSpec
+) -> tuple[str, tuple[str, ...] | None]:
     deadline = _deadline(spec)
     while True:
         wait = poll_wait(deadline, time.monotonic())
@@ -175,7 +206,7 @@ def _poll_sync(client: GuardClient, decision: Decision, spec: ToolSpec) -> str:
             raise ApprovalTimeout(decision.action_id, cast(float, spec.approval_timeout))
         action = client.get_action(decision.action_id, wait=wait)
         if action.status != "pending_approval":
-            return settle(action)
+            return settle(action), action.receipt
 
 
 def _withdraw_sync(client: GuardClient, action_id: str, why: str) -> None:
@@ -196,9 +227,9 @@ def wrap_sync(client: GuardClient, spec: ToolSpec) -> Callable[..., Any]:
     def guarded_tool(*args: Any, **kwargs: Any) -> Any:
         tool_input = spec.bind(args, kwargs)
         decision = client.request_action(spec.name, tool_input, cost=spec.cost)
-        action_id = wait_sync(client, decision, spec)
+        action_id, receipt = wait_sync(client, decision, spec)
         try:
-            result = spec.fn(*args, **kwargs)
+            result = spec.fn(*args, **kwargs, **spec.receipt_kwargs(receipt))
         except Exception as exc:
             try:
                 client.report_outcome(action_id, "failure", failure_detail(exc))
@@ -214,10 +245,13 @@ def wrap_sync(client: GuardClient, spec: ToolSpec) -> Callable[..., Any]:
 # ---- async -----------------------------------------------------------------
 
 
-async def wait_async(client: AsyncGuardClient, decision: Decision, spec: ToolSpec) -> str:
+async def wait_async(
+    client: AsyncGuardClient, decision: Decision, spec: ToolSpec
+) -> tuple[str, tuple[str, ...] | None]:
+    """The allowed action's ID and its receipt; raises when it is not allowed."""
     action_id = ready(decision)
     if action_id is not None:
-        return action_id
+        return action_id, decision.receipt
     try:
         return await _poll_async(client, decision, spec)
     except ApprovalTimeout as exc:
@@ -245,7 +279,9 @@ async def _withdraw_async(client: AsyncGuardClient, action_id: str, why: str) ->
             _log_lost_cancel(action_id, error)
 
 
-async def _poll_async(client: AsyncGuardClient, decision: Decision, spec: ToolSpec) -> str:
+async def _poll_async(
+    client: AsyncGuardClient, decision: Decision, spec: ToolSpec
+) -> tuple[str, tuple[str, ...] | None]:
     deadline = _deadline(spec)
     while True:
         wait = poll_wait(deadline, time.monotonic())
@@ -253,7 +289,7 @@ async def _poll_async(client: AsyncGuardClient, decision: Decision, spec: ToolSp
             raise ApprovalTimeout(decision.action_id, cast(float, spec.approval_timeout))
         action = await client.get_action(decision.action_id, wait=wait)
         if action.status != "pending_approval":
-            return settle(action)
+            return settle(action), action.receipt
 
 
 def wrap_async(client: AsyncGuardClient, spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, Any]]:
@@ -261,9 +297,9 @@ def wrap_async(client: AsyncGuardClient, spec: ToolSpec) -> Callable[..., Corout
     async def guarded_tool(*args: Any, **kwargs: Any) -> Any:
         tool_input = spec.bind(args, kwargs)
         decision = await client.request_action(spec.name, tool_input, cost=spec.cost)
-        action_id = await wait_async(client, decision, spec)
+        action_id, receipt = await wait_async(client, decision, spec)
         try:
-            result = spec.fn(*args, **kwargs)
+            result = spec.fn(*args, **kwargs, **spec.receipt_kwargs(receipt))
             if spec.is_async:
                 result = await cast(Awaitable[Any], result)
         except Exception as exc:

@@ -20,6 +20,8 @@ class Decision:
 
     ``decision`` is ``allowed``, ``denied`` or ``pending_approval``. ``cost`` and
     ``remaining`` are set when allowed; ``reason`` (``{code, ...}``) when denied.
+    ``receipt``, when allowed, is the two signed log lines that prove it, for
+    the tool's executor to check with ``verify_receipt`` (docs/receipts.md).
     """
 
     decision: str
@@ -27,6 +29,7 @@ class Decision:
     cost: Decimal | None = None
     remaining: Decimal | None = None
     reason: dict[str, Any] | None = None
+    receipt: tuple[str, ...] | None = None
 
     @property
     def allowed(self) -> bool:
@@ -48,7 +51,8 @@ class Action:
     ``status`` is ``pending_approval``, ``allowed``, ``denied``, ``completed``
     or ``cancelled``; ``outcome`` is None until reported. ``reason`` is set when
     denied (code ``approval_expired`` when nobody decided in time) or cancelled;
-    ``approved_by`` and ``note`` when an operator approved it.
+    ``approved_by`` and ``note`` when an operator approved it; ``receipt`` once
+    it was allowed (see ``Decision``).
     """
 
     action_id: str
@@ -60,6 +64,7 @@ class Action:
     reason: dict[str, Any] | None = None
     approved_by: str | None = None
     note: str | None = None
+    receipt: tuple[str, ...] | None = None
 
 
 @attrs.frozen

@@ -12,6 +12,7 @@ The tree::
     ├── UnexpectedActionState           the action left pending_approval but was not allowed
     │                                   or denied (e.g. completed by an operator already)
     ├── InvalidResponse                 a 2xx answer that is not what the API describes
+    ├── ReceiptError (ValueError)       verify_receipt refused a receipt: .reason says why
     └── APIError                        the service answered {error, code}; .resent
         ├── BadRequest                  400 bad_request
         ├── Unauthorized                401 unauthorized
@@ -158,6 +159,17 @@ class InvalidResponse(GuardError):
     """A successful answer whose body is not what the API describes."""
 
     default_code = "invalid_response"
+
+
+class ReceiptError(GuardError, ValueError):
+    """``verify_receipt`` refused a decision receipt; ``reason`` says why
+    (``signature does not verify``, ``receipt is for another input``, ...)."""
+
+    default_code = "receipt"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"receipt refused: {reason}")
+        self.reason = reason
 
 
 class APIError(GuardError):

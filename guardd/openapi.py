@@ -325,13 +325,25 @@ def _deny_reason() -> Schema:
 
 def _action_schemas() -> dict[str, Schema]:
     action_id = _string(pattern=ACTION_ID)
+    receipt = {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": 2,
+        "maxItems": 2,
+        "description": "The action's action_requested and action_allowed records, each "
+        "exactly as its line in the log (no newline): the signed proof that this call was "
+        "allowed, for the tool's executor to check (docs/receipts.md). Absent for an "
+        "allowance written before allowances named their request.",
+    }
     allowed = _obj(
         {
             "decision": _const("allowed"),
             "action_id": action_id,
             "cost": _money("The charge: max(request cost, the tool's minimum)."),
             "remaining": _money("What is left after this charge."),
-        }
+            "receipt": receipt,
+        },
+        required=["decision", "action_id", "cost", "remaining"],
     )
     denied = _obj(
         {"decision": _const("denied"), "action_id": action_id, "reason": _ref("DenyReason")}
@@ -366,10 +378,11 @@ def _action_schemas() -> dict[str, Schema]:
                 format="date-time",
                 description="When a pending action expires, if its policy sets a timeout.",
             ),
+            "receipt": receipt,
         },
         required=["action_id", "tool", "input", "cost", "status", "outcome", "requested_at"],
         description="An action. `reason` is present when denied or cancelled; `approved_by` "
-        "and `note` when an operator approved it.",
+        "and `note` when an operator approved it; `receipt` once it was allowed.",
     )
     pending_entry = _obj(
         {

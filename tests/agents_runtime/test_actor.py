@@ -70,7 +70,8 @@ class GatedCommitter(Committer):
 
 
 class FailingCommitter(Committer):
-    """Once armed, writes half of the next batch, then fails as a disk would."""
+    """Once armed, writes a third of the next batch (less than its first
+    record, so no whole line), then fails as a disk would."""
 
     def __init__(self) -> None:
         super().__init__(inline=True)
@@ -78,7 +79,7 @@ class FailingCommitter(Committer):
 
     async def append(self, logfile: LogFile, data: bytes) -> None:
         if self.armed:
-            logfile.append(data[: len(data) // 2])
+            logfile.append(data[: len(data) // 3])
             raise LogWriteError(f"append to {logfile.path.name} failed: [Errno 5] EIO")
         await super().append(logfile, data)
 

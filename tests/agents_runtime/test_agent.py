@@ -50,14 +50,27 @@ def exact(error: str) -> str:
 
 
 async def written_by(agent: Harness, command: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """Ask ``command``; return its reply and the records it wrote (without seal fields)."""
+    """Ask ``command``; return its reply without its receipt and the records
+    it wrote without seal fields or request_hash (which, like prev, names
+    another record's hash; its own tests check it)."""
     before = len(agent.records())
     reply = await agent.ask(command)
     records = agent.records()[before:]
+    if isinstance(reply, dict):
+        reply = {k: v for k, v in reply.items() if k != "receipt"}
     return reply, [
-        {k: v for k, v in r.items() if k not in ("seq", "ts", "prev", "hash", "sig")}
+        {
+            k: v
+            for k, v in r.items()
+            if k not in ("seq", "ts", "prev", "hash", "sig", "request_hash")
+        }
         for r in records
     ]
+
+
+def log_lines(agent: Harness) -> list[str]:
+    """The agent's log, one string per line, newline left out."""
+    return agent.path.read_bytes().decode().splitlines()
 
 
 async def refused_without_writing(agent: Harness, command: Any, error: type, message: str) -> None:
@@ -87,7 +100,13 @@ async def test_request_passing_all_checks_is_allowed_and_charged(tmp_path: Path)
                 "requested_cost": None,
                 "cost": 1,
             },
-            {"kind": "action_allowed", "action_id": "act-1", "cost": 1, "remaining": 99},
+            {
+                "kind": "action_allowed",
+                "action_id": "act-1",
+                "cost": 1,
+                "remaining": 99,
+                "log_id": AGENT,
+            },
         ]
         action = await agent.ask(c.GetAction("act-1"))
         assert action["status"] == "allowed"
@@ -186,6 +205,7 @@ async def test_approve_passing_checks_is_allowed_charged_and_signs_approver_and_
                 "action_id": "act-1",
                 "cost": 5,
                 "remaining": 95,
+                "log_id": AGENT,
                 "approved_by": "alice",
                 "note": "looks fine",
             }
@@ -527,7 +547,13 @@ async def test_allowed_action_bringing_remaining_to_exactly_zero_is_allowed_then
         reply, records = await written_by(agent, c.RequestAction("read", cost=D(2)))
         assert reply == {"decision": "allowed", "action_id": "act-2", "cost": 2, "remaining": 0}
         assert records[-2:] == [
-            {"kind": "action_allowed", "action_id": "act-2", "cost": 2, "remaining": 0},
+            {
+                "kind": "action_allowed",
+                "action_id": "act-2",
+                "cost": 2,
+                "remaining": 0,
+                "log_id": AGENT,
+            },
             {"kind": "terminated", "reason": "budget_exhausted", "by": "system"},
         ]
         status = await agent.ask(c.GetStatus())
@@ -767,6 +793,7 @@ async def test_idempotency_key_repeat_returns_the_first_decision_and_creates_not
                 "action_id": "act-1",
                 "cost": 2,
                 "remaining": 98,
+                "receipt": log_lines(agent)[2:4],
             }
         )
         assert agent.path.read_bytes() == before
@@ -1004,3 +1031,48 @@ async def test_every_record_of_one_command_shares_one_timestamp(tmp_path: Path) 
 
 def test_policy_helper_keeps_decimals_exact() -> None:
     assert standard(budget=Decimal("0.3")).budget == Decimal("0.3")
+
+
+# -- receipts --------------------------------------------------------------------
+
+
+async def test_an_allowance_names_its_agent_and_request_and_the_decision_quotes_both_lines(
+    tmp_path: Path,
+) -> None:
+    async with running_agent(tmp_path, standard()) as agent:
+        reply = await agent.ask(c.RequestAction("read", {"q": "é"}))
+        lines = log_lines(agent)
+        requested, allowed = agent.records()[2:4]
+        assert (allowed["log_id"], allowed["request_hash"]) == (AGENT, requested["hash"])
+        assert reply["receipt"] == lines[2:4]
+        # and the action view quotes the same two lines, before and after its outcome
+        assert (await agent.ask(c.GetAction("act-1")))["receipt"] == lines[2:4]
+        await agent.ask(c.ReportOutcome("act-1", "success", c.AGENT))
+        assert (await agent.ask(c.GetAction("act-1")))["receipt"] == lines[2:4]
+
+
+async def test_an_approval_receipt_pairs_the_original_request_with_the_approval(
+    tmp_path: Path,
+) -> None:
+    async with running_agent(tmp_path, standard()) as agent:
+        await agent.ask(c.RequestAction("send", {"to": "ops"}))  # seq 2, held at seq 3
+        await agent.ask(c.RequestAction("read"))  # seq 4, 5
+        reply = await agent.ask(c.Approve("act-1", "alice"))
+        lines = log_lines(agent)
+        records = agent.records()
+        assert records[6]["request_hash"] == records[2]["hash"]
+        assert records[6]["log_id"] == AGENT
+        assert reply["receipt"] == [lines[2], lines[6]]
+        assert (await agent.ask(c.GetAction("act-1")))["receipt"] == [lines[2], lines[6]]
+
+
+async def test_denied_and_pending_actions_carry_no_receipt(tmp_path: Path) -> None:
+    async with running_agent(tmp_path, standard()) as agent:
+        pending = await agent.ask(c.RequestAction("send"))
+        denied = await agent.ask(c.RequestAction("nope"))
+        assert "receipt" not in pending
+        assert "receipt" not in denied
+        for action_id in ("act-1", "act-2"):
+            assert "receipt" not in await agent.ask(c.GetAction(action_id))
+        await agent.ask(c.Reject("act-1", "alice", "no"))
+        assert "receipt" not in await agent.ask(c.GetAction("act-1"))

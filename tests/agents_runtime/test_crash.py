@@ -327,8 +327,18 @@ async def test_an_idempotency_retry_after_a_crash_gets_the_finished_decision(
     crash_cut(path, b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
     async with running_registry(tmp_path) as registry:
         again = await registry.ref(AGENT).ask(c.RequestAction("read", idempotency_key="k"))
+    # the finished allowance is the same record, so the receipt is the same too
+    lines = path.read_bytes().decode().splitlines()
     assert (
-        again == first == {"decision": "allowed", "action_id": "act-1", "cost": 1, "remaining": 99}
+        again
+        == first
+        == {
+            "decision": "allowed",
+            "action_id": "act-1",
+            "cost": 1,
+            "remaining": 99,
+            "receipt": lines[2:4],
+        }
     )
 
 

@@ -74,11 +74,18 @@ def read(path: Path) -> Records:
 
 def reseal(records: Records, start: int) -> Records:
     """Re-chain and re-sign records[start:] with the test key, as a forger
-    holding the key would, so that the forged log verifies."""
+    holding the key would, so that the forged log verifies; an allowance's
+    request_hash follows its re-sealed request, as a forger's would."""
     out = records[:start]
+    moved: dict[str, str] = {}  # old hash -> new hash
     for record in records[start:]:
         prev = Head(out[-1]["seq"], out[-1]["hash"]) if out else Head.empty()
-        out.append(seal(fields_of(record), prev=prev, ts=record["ts"], signer=TEST_SIGNER).record)
+        fields = fields_of(record)
+        if fields.get("request_hash") in moved:
+            fields["request_hash"] = moved[fields["request_hash"]]
+        out.append(seal(fields, prev=prev, ts=record["ts"], signer=TEST_SIGNER).record)
+        if "hash" in record:
+            moved[record["hash"]] = out[-1]["hash"]
     return out
 
 
@@ -675,3 +682,48 @@ async def test_replay_reports_an_expired_or_cancelled_action_charged_later(
         assert status == 1
         assert f"seq {last['seq'] + 1} ({action_id}): action_allowed {action_id} " in out
         assert "would have been refused" in out
+
+
+# -- allowances that name their request (receipts) ----------------------------------
+
+
+async def test_an_allowance_naming_another_request_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(log)
+    other = records[index_of(records, "action_requested", "act-6")]["hash"]
+    right = records[index_of(records, "action_requested", "act-1")]["hash"]
+    forged, seq = forge_fields(log, "action_allowed", "act-1", request_hash=other)
+    expect_failure(
+        capsys,
+        forged,
+        f'seq {seq} (act-1): action_allowed: request_hash is "{other}", the policy gives "{right}"',
+    )
+
+
+async def test_an_allowance_naming_another_agent_is_caught(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forged, seq = forge_fields(log, "action_allowed", "act-3", log_id="someone-else")
+    expect_failure(
+        capsys,
+        forged,
+        f'seq {seq} (act-3): action_allowed: log_id is "someone-else", the policy gives "{AGENT}"',
+    )
+
+
+async def test_allowances_written_before_they_named_their_request_replay_clean(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def strip(records: Records) -> int:
+        for i, record in enumerate(records):
+            if record["kind"] == "action_allowed":
+                records[i] = {
+                    k: v for k, v in record.items() if k not in ("log_id", "request_hash")
+                }
+        return index_of(records, "action_allowed")
+
+    older = forge(log, strip)
+    assert not any("request_hash" in r for r in read(older))
+    status, out = replay(older, capsys)
+    assert status == 0, out

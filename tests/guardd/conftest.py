@@ -130,6 +130,11 @@ class Api:
     def records(self, agent: Agent) -> list[dict[str, Any]]:
         return ok(self.admin.get(f"{agent.path}/log"))["records"]  # type: ignore[no-any-return]
 
+    def log_lines(self, agent: Agent) -> list[str]:
+        """The agent's log file, one string per line (newline left out)."""
+        path = self.server.data_dir / "agents" / f"{agent.agent_id}.jsonl"
+        return path.read_bytes().decode().splitlines()
+
     def close(self) -> None:
         self.http.close()
 

@@ -221,3 +221,52 @@ def write_log(log_id: str, bodies: list[dict[str, Any]], *, seed: bytes, ts: str
         record["sig"] = key.sign(SIGNING_PREFIX + bytes.fromhex(prev)).signature.hex()
         out.append(rfc8785.dumps(record) + b"\n")
     return b"".join(out)
+
+
+class Refused(Exception):
+    """A receipt that does not prove the call was allowed, and why."""
+
+
+def check_receipt(
+    receipt: Any, *, public_key_hex: str, log_id: str, tool: str, tool_input: Any
+) -> str:
+    """A decision receipt, checked by the steps of the format description
+    (Decision receipts) alone; returns the action ID or raises Refused.
+    Freshness is the checker's own rule and is left to the caller."""
+    if not (isinstance(receipt, list) and len(receipt) == 2):
+        raise Refused("not two lines")
+    key = nacl.signing.VerifyKey(bytes.fromhex(public_key_hex))
+    records = []
+    for n, line in enumerate(receipt, start=1):
+        if not isinstance(line, str):
+            raise Refused(f"line {n} is not a string")
+        data = line.encode()
+        try:
+            record = parse(data)
+        except ValueError:
+            raise Refused(f"line {n} is not valid JSON") from None
+        if not isinstance(record, dict) or rfc8785.dumps(record) != data:
+            raise Refused(f"line {n} is not canonical JSON")
+        if not (_hex(record.get("hash"), 64) and _hex(record.get("sig"), 128)):
+            raise Refused(f"line {n} is malformed")
+        if content_hash(record) != record["hash"]:
+            raise Refused(f"line {n}: hash does not match content")
+        try:
+            key.verify(SIGNING_PREFIX + bytes.fromhex(record["hash"]), bytes.fromhex(record["sig"]))
+        except nacl.exceptions.BadSignatureError:
+            raise Refused(f"line {n}: signature does not verify") from None
+        records.append(record)
+    requested, allowed = records
+    if (requested.get("kind"), allowed.get("kind")) != ("action_requested", "action_allowed"):
+        raise Refused("not a request and its allowance")
+    if allowed.get("request_hash") != requested["hash"]:
+        raise Refused("the allowance is for another request")
+    if allowed.get("action_id") != requested.get("action_id"):
+        raise Refused("the allowance is for another action")
+    if allowed.get("log_id") != log_id:
+        raise Refused("another agent's receipt")
+    if requested.get("tool") != tool or rfc8785.dumps(requested.get("input")) != rfc8785.dumps(
+        tool_input
+    ):
+        raise Refused("another call's receipt")
+    return str(allowed["action_id"])

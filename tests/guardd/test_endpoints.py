@@ -152,11 +152,13 @@ def test_put_policy_never_revives_a_terminated_agent(api: Api) -> None:
 
 def test_request_action_returns_a_decision(api: Api) -> None:
     agent = api.create()
+    lines = api.log_lines(agent)
     assert ok(agent.act("search", input={"q": "x"})) == {
         "decision": "allowed",
         "action_id": "act-1",
         "cost": 1,
         "remaining": 99,
+        "receipt": api.log_lines(agent)[len(lines) :],
     }
     assert ok(agent.act("send_email")) == {"decision": "pending_approval", "action_id": "act-2"}
     assert ok(agent.act("delete_all")) == {
@@ -237,7 +239,14 @@ def test_approve_returns_allowed_and_signs_approver_and_note(api: Api) -> None:
     agent = api.create()
     ok(agent.act("send_email"))
     decision = ok(api.approve(agent, "act-1", approver="carol", note="looks fine"))
-    assert decision == {"decision": "allowed", "action_id": "act-1", "cost": 5, "remaining": 95}
+    lines = api.log_lines(agent)
+    assert decision == {
+        "decision": "allowed",
+        "action_id": "act-1",
+        "cost": 5,
+        "remaining": 95,
+        "receipt": [lines[2], lines[4]],  # the request, then the approval
+    }
     allowed = api.records(agent)[-1]
     assert allowed["kind"] == "action_allowed"
     assert (allowed["approved_by"], allowed["note"]) == ("carol", "looks fine")

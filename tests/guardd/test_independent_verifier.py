@@ -223,3 +223,49 @@ def test_independent_verifier_accepts_the_worked_example_of_the_format_doc() -> 
         3,
         {"seq": 2, "hash": "fdf3f7bb94081cf4956f162bc236cc87394af0b3d317d94393de744222a7cb75"},
     )
+
+
+def test_every_allowance_names_its_agent_and_its_request(api: Api, logged: Agent) -> None:
+    records = api.records(logged)
+    requests = {r["action_id"]: r for r in records if r["kind"] == "action_requested"}
+    allowances = [r for r in records if r["kind"] == "action_allowed"]
+    assert len(allowances) >= 3  # at request time, an approval, an Idempotency-Key request
+    for allowed in allowances:
+        assert allowed["log_id"] == "verified"
+        assert allowed["request_hash"] == requests[allowed["action_id"]]["hash"]
+
+
+def test_receipts_over_http_check_independently(api: Api, logged: Agent, public_key: str) -> None:
+    lines = _file(api, logged).decode().split("\n")[:-1]
+    for action_id, tool in (("act-1", "search"), ("act-3", "send_email")):
+        action = ok(logged.client.get(f"{logged.path}/actions/{action_id}"))
+        receipt = action["receipt"]
+        assert all(line in lines for line in receipt)
+        checked = iv.check_receipt(
+            receipt,
+            public_key_hex=public_key,
+            log_id="verified",
+            tool=tool,
+            tool_input=action["input"],
+        )
+        assert checked == action_id
+    agent = api.create("receipted", POLICY)
+    decision = ok(agent.act("search", input=UNUSUAL_INPUT))
+    assert (
+        iv.check_receipt(
+            decision["receipt"],
+            public_key_hex=public_key,
+            log_id="receipted",
+            tool="search",
+            tool_input=UNUSUAL_INPUT,
+        )
+        == decision["action_id"]
+    )
+    with pytest.raises(iv.Refused, match=r"^another agent's receipt$"):
+        iv.check_receipt(
+            decision["receipt"],
+            public_key_hex=public_key,
+            log_id="verified",
+            tool="search",
+            tool_input=UNUSUAL_INPUT,
+        )

@@ -35,6 +35,14 @@ def scars(api: Api, agent: Agent) -> list[tuple[str, str | None]]:
     return [(s["severity"], s.get("action_id")) for s in api.status(agent)["scars"]]
 
 
+def receipt_checked(decision: dict[str, Any]) -> dict[str, Any]:
+    """An allowed decision without its receipt, which must be two lines
+    (their content is tested in tests/client_sdk/test_receipt.py)."""
+    receipt = decision.pop("receipt")
+    assert [type(line) for line in receipt] == [str, str]
+    return decision
+
+
 def kinds(api: Api, agent: Agent) -> list[str]:
     return [r["kind"] for r in api.records(agent)]
 
@@ -56,7 +64,7 @@ def test_allowed_action_charges_the_larger_of_cost_and_minimum(
 ) -> None:
     agent = api.create(policy=policy())
     fields = {} if requested is None else {"cost": requested}
-    decision = ok(agent.act("search", **fields))
+    decision = receipt_checked(ok(agent.act("search", **fields)))
     assert decision == {
         "decision": "allowed",
         "action_id": "act-1",
@@ -88,7 +96,7 @@ def test_tool_requiring_approval_is_held_and_nothing_is_charged(api: Api) -> Non
 def test_approval_charges_and_allows_a_held_action(api: Api) -> None:
     agent = api.create(policy=policy())
     ok(agent.act("send_email"))
-    assert ok(api.approve(agent, "act-1", approver="carol", note="ok")) == {
+    assert receipt_checked(ok(api.approve(agent, "act-1", approver="carol", note="ok"))) == {
         "decision": "allowed",
         "action_id": "act-1",
         "cost": 5,
@@ -240,7 +248,7 @@ def test_unlisted_tool_without_default_is_tool_not_allowed_with_a_moderate_scar(
 
 def test_default_rule_allows_unlisted_tools_at_its_cost(api: Api) -> None:
     agent = api.create(policy=policy(default={"cost": 0.5}))
-    assert ok(agent.act("anything")) == {
+    assert receipt_checked(ok(agent.act("anything"))) == {
         "decision": "allowed",
         "action_id": "act-1",
         "cost": 0.5,
@@ -614,7 +622,7 @@ def test_money_survives_many_small_charges_exactly(api: Api) -> None:
 
 def test_free_action_does_not_terminate_an_agent_at_zero(api: Api) -> None:
     agent = api.create(policy=policy(budget=0, tools={"free": {}}))
-    assert ok(agent.act("free")) == {
+    assert receipt_checked(ok(agent.act("free"))) == {
         "decision": "allowed",
         "action_id": "act-1",
         "cost": 0,
