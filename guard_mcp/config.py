@@ -28,6 +28,7 @@ class Settings:
     cost_from: Mapping[str, str] = attrs.field(factory=dict)  # tool name -> argument
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT
     show_denied: bool = False
+    receipts: bool = False  # put each allowed call's receipt in its _meta
 
     @property
     def upstream_label(self) -> str:
@@ -87,6 +88,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="list the tools the policy can never allow too",
     )
+    parser.add_argument(
+        "--receipts",
+        action="store_true",
+        help="put the guard's receipt of each allowed call in the forwarded call's _meta "
+        "under 'agent-action-guard/receipt', for the upstream to check",
+    )
     return parser
 
 
@@ -142,4 +149,5 @@ def parse(argv: Sequence[str]) -> Settings:
         cost_from=_cost_from(args.cost_from),
         approval_timeout=args.approval_timeout,
         show_denied=args.show_denied,
+        receipts=args.receipts,
     )

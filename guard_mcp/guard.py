@@ -34,12 +34,17 @@ from guard_mcp.config import Settings
 
 log = logging.getLogger("guard_mcp")
 
+#: Where ``--receipts`` puts an allowed call's receipt in the forwarded
+#: ``tools/call`` request's ``_meta`` (docs/receipts.md).
+RECEIPT_META_KEY = "agent-action-guard/receipt"
+
 #: Longest single long-poll of an action (the service's bound is 60 s); the
 #: person waiting sees a progress message after each one.
 POLL_SECONDS = 15.0
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
-Forward = Callable[[], Awaitable[types.CallToolResult]]
+#: Runs the call upstream, given the allowed call's receipt (None: none given).
+Forward = Callable[[tuple[str, ...] | None], Awaitable[types.CallToolResult]]
 
 
 def tool_error(text: str) -> types.CallToolResult:
@@ -119,7 +124,7 @@ class Gate:
             return await self._held(tool, decision, forward, progress)
         if decision.denied:
             return tool_error(denial_text(decision.reason, decision.action_id))
-        return await self._run(decision.action_id, forward)
+        return await self._run(decision.action_id, decision.receipt, forward)
 
     async def _held(
         self,
@@ -181,7 +186,7 @@ class Gate:
 
     async def _decided(self, action: Action, forward: Forward) -> types.CallToolResult:
         if action.status == "allowed":
-            return await self._run(action.action_id, forward)
+            return await self._run(action.action_id, action.receipt, forward)
         if action.status == "denied":
             return tool_error(denial_text(action.reason, action.action_id))
         return tool_error(
@@ -216,9 +221,11 @@ class Gate:
             "cannot charge for a call that did not run."
         )
 
-    async def _run(self, action_id: str, forward: Forward) -> types.CallToolResult:
+    async def _run(
+        self, action_id: str, receipt: tuple[str, ...] | None, forward: Forward
+    ) -> types.CallToolResult:
         try:
-            result = await forward()
+            result = await forward(receipt)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await self._report(action_id, "failure", f"upstream failed: {exc!s}"[:500])

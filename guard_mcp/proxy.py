@@ -21,7 +21,7 @@ from mcp_types import INTERNAL_ERROR
 from client_sdk import GuardError, Policy
 from guard_mcp.config import Settings
 from guard_mcp.errors import UpstreamGone
-from guard_mcp.guard import Gate, rule_note, tool_error
+from guard_mcp.guard import RECEIPT_META_KEY, Gate, rule_note, tool_error
 from guard_mcp.upstream import Upstream
 
 log = logging.getLogger("guard_mcp")
@@ -136,11 +136,17 @@ class Proxy:
         async def relay(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
-        async def forward() -> types.CallToolResult:
-            # Unchanged but for the name: the upstream knows its tools unprefixed.
-            request = types.CallToolRequest(
-                params=params.model_copy(update={"name": upstream_name})
-            )
+        async def forward(receipt: tuple[str, ...] | None) -> types.CallToolResult:
+            # Unchanged but for the name (the upstream knows its tools
+            # unprefixed) and the receipt: only the guard's goes upstream.
+            meta = dict(params.meta or {})
+            meta.pop(RECEIPT_META_KEY, None)
+            if self.settings.receipts and receipt is not None:
+                meta[RECEIPT_META_KEY] = list(receipt)
+            update: dict[str, Any] = {"name": upstream_name}
+            if meta or params.meta is not None:
+                update["meta"] = meta or None
+            request = types.CallToolRequest(params=params.model_copy(update=update))
             try:
                 result: types.CallToolResult = await self.upstream.request(
                     request, types.CallToolResult, progress=relay

@@ -330,3 +330,40 @@ async def test_a_retry_after_a_dropped_guard_connection_charges_once(
     assert admin.agent_status(agent.agent_id).spent == 1
     assert len(actions(admin, agent.agent_id, "action_requested")) == 1
     assert len(upstream.calls) == 1
+
+
+async def test_receipts_puts_the_guards_receipt_in_the_forwarded_meta(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    from client_sdk import verify_receipt
+
+    agent = new_agent({"echo": {"cost": 1}})
+    forged = {"agent-action-guard/receipt": ["not", "the guard's"], "other": 1}
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(
+            tmp_path, upstream, agent.token, server.url, "--receipts"
+        ) as client:
+            result = await client.call_tool("echo", {"text": "hi"}, meta=forged)
+    assert text(result) == "echo: hi"
+    [call] = upstream.calls
+    action_id = verify_receipt(
+        call["receipt"],
+        admin.public_key(),
+        agent_id=agent.agent_id,
+        tool="echo",
+        input={"text": "hi"},
+        max_age_secs=60,
+    )
+    assert action_id == "act-1"
+
+
+async def test_without_receipts_no_receipt_goes_upstream_not_even_the_clients(
+    server: GuardServer, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"echo": {"cost": 1}})
+    forged = {"agent-action-guard/receipt": ["not", "the guard's"]}
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(tmp_path, upstream, agent.token, server.url) as client:
+            result = await client.call_tool("echo", {"text": "hi"}, meta=forged)
+    assert text(result) == "echo: hi"
+    assert upstream.calls == [{"tool": "echo", "arguments": {"text": "hi"}}]

@@ -1,6 +1,7 @@
 """A real MCP server for guard-mcp's tests, written with the SDK's server API.
 
-Every tool call it receives is appended as one JSON line (tool, arguments) to
+Every tool call it receives is appended as one JSON line (tool, arguments,
+and for ``echo`` the guard's receipt when its ``_meta`` carries one) to
 the file named by ``UPSTREAM_CALLS``, so a test counts what reached it; its PID
 goes to ``UPSTREAM_PID`` so a test can check that no process is left. It serves
 stdio, or streamable HTTP on ``127.0.0.1:<port>`` with ``--http PORT``.
@@ -13,20 +14,27 @@ import os
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("counting-upstream", instructions="A server that counts its calls.")
 
 
-def _count(tool: str, arguments: dict[str, object]) -> None:
+RECEIPT_META_KEY = "agent-action-guard/receipt"
+
+
+def _count(tool: str, arguments: dict[str, object], receipt: object = None) -> None:
+    call = {"tool": tool, "arguments": arguments}
+    if receipt is not None:
+        call["receipt"] = receipt
     with Path(os.environ["UPSTREAM_CALLS"]).open("a") as calls:
-        calls.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+        calls.write(json.dumps(call) + "\n")
 
 
 @server.tool(description="Say the text back.")
-def echo(text: str) -> str:
-    _count("echo", {"text": text})
+def echo(text: str, ctx: Context) -> str:
+    meta = ctx.request_context.meta or {}
+    _count("echo", {"text": text}, meta.get(RECEIPT_META_KEY))
     return f"echo: {text}"
 
 
