@@ -22,12 +22,16 @@ both pay the same tracing cost); only the injected delay differs.
 
 The workload is the HTTP benchmark's ``decide`` (bench/wrk/guard.lua: an
 allowed action, two records signed and made durable before each answer) at
-c=64 with two wrk threads, over 100 agents and over 1 agent.
+c=64 with two wrk threads, over 100 agents and over 1 agent. One guardd per
+delay, all started first; the rounds of every setting are interleaved
+(forwards, then backwards) and a round during which other processes used
+more than 0.35 of a core is measured again (up to twice, the quietest
+kept), as in the HTTP benchmark; medians of the rounds.
 
 Target: with 100 agents, decisions/s at 1 ms >= 0.8x the same at 0 ms.
 
     python -m bench slowdisk
-    python -m bench.slowdisk_bench --duration 5 --delays 0,1
+    python -m bench.slowdisk_bench --duration 5 --rounds 1 --delays 0,1
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,13 +51,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from bench.http_bench import (
-    Round,
+    BUSY_CORES,
     Server,
     admin_token,
     create_agents,
     free_port,
     run_wrk,
+    wait_quiet,
     write_wrk_data,
 )
 
@@ -104,6 +112,7 @@ class TracedGuardd(Server):
     exits with it), never strace: a detached guardd would outlive the run."""
 
     def __init__(self, data_dir: Path, delay_ms: float) -> None:
+        self.data_dir = data_dir
         self.trace_log = data_dir.parent / f"strace-{delay_ms:g}ms.log"
         port = free_port()
         argv = strace_argv(delay_ms, self.trace_log)
@@ -153,48 +162,116 @@ class TracedGuardd(Server):
             return [line.strip() for line in lines if SYNC_OPEN.search(line)]
 
 
-def measure(work_dir: Path, delay_ms: float, duration: float, report: Any) -> dict[int, Round]:
-    """One guardd under strace at ``delay_ms``: decide at c=64 over 100
-    agents, then (at 0 and 1 ms) over 1 agent."""
-    data_dir = work_dir / f"data-{delay_ms:g}ms"
-    server = TracedGuardd(data_dir, delay_ms)
-    rounds: dict[int, Round] = {}
-    try:
-        server.start(timeout=300.0)
-        report(f"  {delay_ms:g} ms: {shlex.join(server.argv)}")
-        admin = admin_token(data_dir)
-        ids = [f"slow-agent-{i:03d}" for i in range(max(AGENT_COUNTS))]
-        tokens = asyncio.run(create_agents(server.url, admin, ids))
-        agents = [(a, tokens[a]) for a in ids]
-        for count in AGENT_COUNTS:
-            if count == 1 and delay_ms not in ONE_AGENT_DELAYS:
-                continue
-            data_file = work_dir / f"wrk-{delay_ms:g}ms-{count}.lua"
-            write_wrk_data(data_file, "decide", agents[:count], threads=WRK_THREADS)
-            run_wrk(server, "decide", 16, min(2.0, duration), data_file, WRK_THREADS)  # warm-up
-            tracer = server.tracer_cpu_seconds()
-            started = time.perf_counter()
-            result = run_wrk(server, "decide", CONCURRENCY, duration, data_file, WRK_THREADS)
-            tracer = (server.tracer_cpu_seconds() - tracer) / (time.perf_counter() - started)
-            if result.error_count:
-                raise RuntimeError(f"errors at {delay_ms:g} ms, {count} agents: {result.errors}")
-            rounds[count] = result
-            report(
-                f"    {count:3d} agents: {result.rps:7.0f} decisions/s"
-                f"  p50 {result.p50_us / 1000:6.2f} ms  p99 {result.p99_us / 1000:6.2f} ms"
-                f"  cpu: guardd {result.server_cpu:4.0%} strace {tracer:4.0%}"
-                f" wrk {result.wrk_cpu:4.0%} others {max(0.0, result.others_cpu - tracer):4.0%}"
-                f" (load {result.load1:.2f})"
-            )
-    finally:
-        server.stop()
-    escaped = server.sync_opens()
-    if escaped:
-        raise RuntimeError(
-            "guardd opened files O_SYNC/O_DSYNC, whose writes no delay reached:\n"
-            + "\n".join(escaped[:5])
+@attrs.frozen
+class Sample:
+    """One measured round of one setting."""
+
+    delay_ms: float
+    agents: int
+    rps: float
+    p99_ms: float
+    guardd_cpu: float  # cores
+    tracer_cpu: float  # cores used by strace itself
+    others_cpu: float  # cores used by everything else but wrk
+
+
+class Bench:
+    """One guardd under strace per delay, all started first and each given
+    100 agents; rounds of the settings interleaved (forwards, then
+    backwards), each measured again while other processes used more than
+    BUSY_CORES, keeping the quietest."""
+
+    def __init__(self, work_dir: Path, delays: list[float], duration: float, rounds: int) -> None:
+        self.work_dir = work_dir
+        self.duration = duration
+        self.rounds = rounds
+        self.servers = {d: TracedGuardd(work_dir / f"data-{d:g}ms", d) for d in delays}
+        self.data_files: dict[tuple[float, int], Path] = {}
+
+    def start(self, report: Any) -> None:
+        for delay, server in self.servers.items():
+            server.start(timeout=300.0)
+            report(f"  {delay:g} ms: {shlex.join(server.argv)}")
+            admin = admin_token(server.data_dir)
+            ids = [f"slow-agent-{i:03d}" for i in range(max(AGENT_COUNTS))]
+            tokens = asyncio.run(create_agents(server.url, admin, ids))
+            agents = [(a, tokens[a]) for a in ids]
+            for count in AGENT_COUNTS:
+                path = self.work_dir / f"wrk-{delay:g}ms-{count}.lua"
+                write_wrk_data(path, "decide", agents[:count], threads=WRK_THREADS)
+                self.data_files[delay, count] = path
+            run_wrk(server, "decide", 16, 2.0, self.data_files[delay, 100], WRK_THREADS)  # warm-up
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+        for server in self.servers.values():
+            escaped = server.sync_opens()
+            if escaped:
+                raise RuntimeError(
+                    "guardd opened files O_SYNC/O_DSYNC, whose writes no delay reached:\n"
+                    + "\n".join(escaped[:5])
+                )
+
+    def settings(self) -> list[tuple[float, int]]:
+        return [
+            (delay, count)
+            for delay in self.servers
+            for count in AGENT_COUNTS
+            if count != 1 or delay in ONE_AGENT_DELAYS
+        ]
+
+    def _once(self, delay: float, count: int) -> Sample:
+        server = self.servers[delay]
+        tracer = server.tracer_cpu_seconds()
+        started = time.perf_counter()
+        result = run_wrk(
+            server, "decide", CONCURRENCY, self.duration, self.data_files[delay, count], WRK_THREADS
         )
-    return rounds
+        tracer = (server.tracer_cpu_seconds() - tracer) / (time.perf_counter() - started)
+        if result.error_count:
+            raise RuntimeError(f"errors at {delay:g} ms, {count} agents: {result.errors}")
+        return Sample(
+            delay,
+            count,
+            result.rps,
+            result.p99_us / 1000,
+            result.server_cpu,
+            tracer,
+            max(0.0, result.others_cpu - tracer),
+        )
+
+    def measure(self, delay: float, count: int, report: Any, retries: int = 2) -> Sample:
+        best: Sample | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                wait_quiet(60.0)
+            this = self._once(delay, count)
+            if best is None or this.others_cpu < best.others_cpu:
+                best = this
+            if this.others_cpu <= BUSY_CORES:
+                break
+            if attempt < retries:
+                report(f"{format_sample(this)}  (busy machine: measured again)")
+        assert best is not None
+        report(format_sample(best))
+        return best
+
+    def run(self, report: Any) -> list[Sample]:
+        samples = []
+        settings = self.settings()
+        for k in range(self.rounds):
+            for delay, count in settings if k % 2 == 0 else reversed(settings):
+                samples.append(self.measure(delay, count, report))
+        return samples
+
+
+def format_sample(s: Sample) -> str:
+    return (
+        f"    {s.delay_ms:g} ms, {s.agents:3d} agents: {s.rps:7.0f} decisions/s"
+        f"  p99 {s.p99_ms:6.2f} ms  cpu: guardd {s.guardd_cpu:4.0%} strace {s.tracer_cpu:4.0%}"
+        f" others {s.others_cpu:4.0%} (load {os.getloadavg()[0]:.2f})"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -210,6 +287,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="seconds per wrk round (env BENCH_DURATION, default 10)",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=int(os.environ.get("BENCH_ROUNDS", 2)),
+        help="rounds per setting, interleaved (env BENCH_ROUNDS, default 2); medians",
+    )
+    parser.add_argument(
         "--delays",
         default=",".join(f"{d:g}" for d in DELAYS_MS),
         help="injected delays in ms (default 0,1,2; the ratio needs 0 and 1)",
@@ -221,16 +304,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f" decide c={CONCURRENCY} wrk -t{WRK_THREADS}, {args.duration:g} s rounds;"
         f" delayed on return: {', '.join(DURABLE_CALLS)}"
     )
-    out: dict[str, Any] = {"round_seconds": args.duration}
-    rps: dict[tuple[int, float], float] = {}
+    out: dict[str, Any] = {"round_seconds": args.duration, "rounds": args.rounds}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="guard-slowdisk-bench-") as tmp:
-        for delay in delays:
-            for count, result in measure(Path(tmp), delay, args.duration, print).items():
-                rps[count, delay] = result.rps
-                out[f"agents_{count}_{delay:g}ms"] = (
-                    f"{result.rps:.0f} decisions/s; p99 {result.p99_us / 1000:.2f} ms"
-                )
+        bench = Bench(Path(tmp), delays, args.duration, args.rounds)
+        try:
+            bench.start(print)
+            samples = bench.run(print)
+        finally:
+            bench.stop()
+    rps: dict[tuple[int, float], float] = {}
+    for delay, count in bench.settings():
+        mine = [x for x in samples if (x.delay_ms, x.agents) == (delay, count)]
+        rps[count, delay] = statistics.median(x.rps for x in mine)
+        out[f"agents_{count}_{delay:g}ms"] = (
+            f"{rps[count, delay]:.0f} decisions/s (rounds: "
+            + ", ".join(f"{x.rps:.0f}" for x in mine)
+            + f"); p99 {statistics.median(x.p99_ms for x in mine):.2f} ms"
+            + f"; others' cpu <= {max(x.others_cpu for x in mine):.0%}"
+        )
     out["strace"] = shlex.join(strace_argv(1.0, Path("TRACE.log"))) + " python -m guardd ..."
     out["seconds"] = round(time.perf_counter() - started)
     if (100, 0.0) in rps and (100, 1.0) in rps:
