@@ -40,7 +40,7 @@ from agents_runtime.errors import AgentError, PolicyError
 from agents_runtime.policy import parse_policy
 from agents_runtime.record import SEALED_FIELDS, ZERO_HASH
 from agents_runtime.state import AgentState, apply, expired_actions, parse_ts
-from audit.errors import UnknownFormat
+from audit.errors import UnknownFormat, UsageError
 from audit.source import read_source, shown
 from audit.verification import verify_source
 
@@ -423,29 +423,40 @@ def replay_records(records: list[dict[str, Any]]) -> Replay:
 def add_subcommand(subparsers: Subparsers) -> None:
     """``audit replay``; registered in audit.cli.SUBCOMMANDS."""
     from audit.cli import _log_id, _public_key
+    from audit.whatif import add_arguments
 
     parser = subparsers.add_parser(
         "replay",
-        help="re-decide every action of a log from its own policy records",
+        help="re-decide every action of a log from its own policy records, or under a "
+        "candidate policy (--policy)",
         description=(
             "Verify a whole log, then re-run the service's checks and behaviour on it: "
-            "report every record the log's own policy would not have made."
+            "report every record the log's own policy would not have made. With --policy, "
+            "report instead which decisions a candidate policy would change."
         ),
     )
-    parser.add_argument("file", help="the log file or saved records (from seq 0)")
+    parser.add_argument("file", nargs="?", help="the log file or saved records (from seq 0)")
     parser.add_argument(
         "--public-key", type=_public_key, metavar="HEX", help="the service's public key (hex)"
     )
     parser.add_argument(
         "--log-id", type=_log_id, metavar="ID", help="the log_id the genesis record must carry"
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (per agent with --policy)"
+    )
+    add_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from audit.cli import verify_text
+    from audit.whatif import run_what_if, wants_what_if
 
+    if wants_what_if(args):
+        return run_what_if(args)
+    if args.file is None:
+        raise UsageError("give the log file to replay (or --data-dir DIR with --policy FILE)")
     source = read_source(Path(args.file))
     outcome = verify_source(source, public_key=args.public_key, log_id=args.log_id)
     for warning in outcome.warnings:

@@ -1,0 +1,309 @@
+"""``audit replay --policy``: a candidate policy re-decides real history.
+
+Histories are written by the service itself (the actor, or a real guardd over
+HTTP); the report says which decisions would change, how, and what the
+history cannot tell."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agents_runtime import commands as c
+from audit.cli import main
+from tests.agents_runtime.support import TEST_PUBLIC_KEY, D, Harness, policy, running_agent
+from tests.support.server import GuardServer
+
+TOOLS = {
+    "read": {"cost": 1},
+    "send": {"cost": 2, "requires_approval": True},
+    "delete": {"cost": 3},
+}
+POLICY = policy(budget=20, scar_limit=50, tools=TOOLS)
+
+
+async def history(agent: Harness) -> None:
+    ask = agent.ask
+    await ask(c.RequestAction("read", {"q": "a"}))  # act-1 allowed
+    await ask(c.RequestAction("delete", {"path": "/tmp/x"}))  # act-2 allowed
+    await ask(c.RequestAction("send", {"to": "ops"}))  # act-3 held
+    await ask(c.Approve("act-3", "alice"))  # allowed
+    await ask(c.RequestAction("send", {"to": "eve"}))  # act-4 held
+    await ask(c.Reject("act-4", "bob", "no"))  # denied:rejected
+    await ask(c.RequestAction("delete", {"path": "/etc"}))  # act-5 allowed
+    await ask(c.ReportOutcome("act-5", "failure", c.AGENT, "oops"))  # a minor scar
+    await ask(c.RequestAction("nope"))  # act-6 denied:tool_not_allowed
+    await ask(c.RequestAction("read", {"q": "b"}, D(2)))  # act-7 allowed
+
+
+async def write_log(root: Path, script: Callable[[Harness], Any] = history) -> Path:
+    async with running_agent(root, POLICY) as agent:
+        await script(agent)
+        return agent.path
+
+
+def candidate(tmp_path: Path, **overrides: Any) -> Path:
+    path = tmp_path / "candidate.json"
+    body = {"budget": 20, "scar_limit": 50, "tools": TOOLS} | overrides
+    path.write_text(json.dumps(body))
+    return path
+
+
+def what_if(
+    capsys: pytest.CaptureFixture[str], *args: str, key: bool = True
+) -> tuple[int, str, str]:
+    extra = ["--public-key", TEST_PUBLIC_KEY.hex()] if key else []
+    status = main(["replay", *args, *extra])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def report(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    status, out, _ = what_if(capsys, *args, "--json")
+    assert status == 0, out
+    (line,) = out.splitlines()
+    result = json.loads(line)
+    assert isinstance(result, dict)
+    return result
+
+
+def read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+@pytest.fixture
+async def log(tmp_path: Path) -> Path:
+    return await write_log(tmp_path / "data")
+
+
+async def test_the_logs_own_policy_changes_nothing(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path)))
+    assert (result["decisions"], result["changed"], result["by_change"]) == (7, 0, {})
+    assert result["spent_before"] == result["spent_after"] == 1 + 3 + 2 + 3 + 2
+    assert result["examples"] == []
+    assert result["agent_id"] == "agent-1"
+
+
+async def test_a_tool_taken_away_is_reported_by_change_by_tool_and_example(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = {"read": TOOLS["read"], "send": TOOLS["send"]}
+    before = read(log)
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=tools)))
+    assert read(log) == before  # only read
+    assert result["changed"] == 2
+    assert result["by_change"] == {"allowed->denied:tool_not_allowed": 2}
+    assert result["by_tool"] == {"delete": 2}
+    assert result["spent_before"] == 11
+    assert result["spent_after"] == 11 - 3 - 3
+    first, second = result["examples"]
+    assert first == {
+        "seq": 4,
+        "action_id": "act-2",
+        "tool": "delete",
+        "input": '{"path":"/tmp/x"}',
+        "before": "allowed",
+        "after": "denied:tool_not_allowed",
+    }
+    assert (second["action_id"], second["before"]) == ("act-5", "allowed")
+    # act-5's failure is dropped with it: its action is no longer allowed
+    assert result["outcomes_dropped"] == 1
+    assert any("not guessed" in rule for rule in result["rules"])
+
+
+async def test_approval_needed_where_history_has_none_stays_pending_and_says_so(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = TOOLS | {"delete": {"cost": 3, "requires_approval": True}}
+    path = str(candidate(tmp_path, tools=tools))
+    result = report(capsys, str(log), "--policy", path)
+    assert result["by_change"] == {"allowed->pending_approval": 2}
+    assert result["pending_without_approval"] == 2
+    assert result["spent_after"] == 11 - 6
+    status, out, _ = what_if(capsys, str(log), "--policy", path)
+    assert status == 0
+    assert out.splitlines()[:2] == [
+        "agent agent-1: 7 actions re-decided under " + path + "; 2 would change",
+        "  spent: 11 in the history, 5 under the candidate",
+    ]
+    assert (
+        "  2 action(s) the candidate holds for approval were never approved in this history: "
+        "counted as pending_approval, charged nothing"
+    ) in out
+    assert "rules:" in out
+
+
+async def test_operators_steps_replay_where_the_candidate_also_holds_and_drop_where_not(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # send no longer needs approval: act-3's approval and act-4's rejection are moot
+    tools = TOOLS | {"send": {"cost": 2}}
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=tools)))
+    assert result["by_change"] == {"denied:rejected->allowed": 1}
+    assert result["operator_steps_dropped"] == 2
+    # a budget too small for the approval when it comes: the approval's re-run checks deny it
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path, budget=5)))
+    # act-3 and act-4 no longer fit when requested: denied at once, no one is asked
+    assert result["by_change"] == {
+        "allowed->denied:insufficient_budget": 3,
+        "denied:rejected->denied:insufficient_budget": 1,
+    }
+    assert [e["action_id"] for e in result["examples"]] == ["act-3", "act-4", "act-5", "act-7"]
+    assert result["operator_steps_dropped"] == 2
+
+
+async def test_later_policy_changes_are_left_out_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def script(agent: Harness) -> None:
+        await agent.ask(c.RequestAction("read"))
+        await agent.ask(c.SetPolicy(policy(budget=20, scar_limit=50, tools={"read": {}})))
+        await agent.ask(c.RequestAction("delete"))  # denied under the later policy
+
+    log = await write_log(tmp_path / "data", script)
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path)))
+    assert result["policies_left_out"] == 1
+    assert result["by_change"] == {"denied:tool_not_allowed->allowed": 1}
+    _, out, _ = what_if(capsys, str(log), "--policy", str(candidate(tmp_path)))
+    assert "  left out: 1 later policy record(s) of the history" in out
+
+
+async def test_a_log_that_does_not_verify_is_not_replayed_exit_1(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forged = tmp_path / "forged.jsonl"
+    forged.write_bytes(read(log).replace(b'"q":"a"', b'"q":"z"'))
+    status, out, _ = what_if(capsys, str(forged), "--policy", str(candidate(tmp_path)))
+    assert status == 1
+    assert out.splitlines()[0].endswith("FAILED: the log does not verify; not replayed")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["--store", "postgres://db/guard", "--policy", "p.json"],
+            "audit: error: --store postgres://db/guard: no store of that kind in this "
+            "version: logs are files; give a log file or --data-dir DIR",
+            id="store",
+        ),
+        pytest.param(
+            ["--data-dir", "."],
+            "audit: error: --data-dir and --agent ask what a candidate would decide: "
+            "add --policy FILE",
+            id="data-dir-without-policy",
+        ),
+        pytest.param(
+            ["LOG", "--data-dir", ".", "--policy", "POLICY"],
+            "audit: error: give either a log file or --data-dir DIR",
+            id="both",
+        ),
+        pytest.param(
+            ["LOG", "--policy", "missing.json"],
+            "audit: error: cannot read the candidate policy missing.json: No such file or "
+            "directory",
+            id="no-policy-file",
+        ),
+        pytest.param(
+            ["LOG", "--policy", "BAD"],
+            "audit: error: candidate policy BAD: not a valid policy: ",
+            id="bad-policy",
+        ),
+        pytest.param(
+            ["LOG", "--policy", "POLICY", "--examples", "-1"],
+            "audit: error: audit replay: argument --examples: must be a whole number >= 0, "
+            "not '-1'",
+            id="examples",
+        ),
+    ],
+)
+async def test_bad_input_is_one_line_and_exit_2(
+    log: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "BAD").write_text('{"budget": 1, "tools": {"x": {"cots": 1}}}')
+    candidate(tmp_path)
+    args = [{"LOG": str(log), "POLICY": "candidate.json"}.get(a, a) for a in args]
+    status, out, err = what_if(capsys, *args)
+    assert status == 2
+    assert out == ""
+    assert err.startswith(message), err
+    assert len(err.splitlines()) == 1
+
+
+# -- a whole data directory, written over HTTP ---------------------------------------
+
+
+def test_data_dir_what_if_over_a_history_written_through_http(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = GuardServer(tmp_path / "guard-data").start()
+    try:
+        admin = {"Authorization": f"Bearer {server.admin_token}"}
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            tokens = {}
+            for agent_id in ("billing", "support"):
+                body = {"agent_id": agent_id, "policy": POLICY_BODY}
+                created = http.post("/v1/agents", json=body, headers=admin)
+                assert created.status_code == 201, created.text
+                tokens[agent_id] = {"Authorization": f"Bearer {created.json()['token']}"}
+            for tool, n in (("read", 3), ("delete", 2)):
+                for i in range(n):
+                    http.post(
+                        "/v1/agents/billing/actions",
+                        json={"tool": tool, "input": {"i": i}},
+                        headers=tokens["billing"],
+                    ).raise_for_status()
+            http.post(
+                "/v1/agents/support/actions", json={"tool": "read"}, headers=tokens["support"]
+            ).raise_for_status()
+    finally:
+        server.kill()
+    tools = {"read": TOOLS["read"]}
+    policy_file = candidate(tmp_path, tools=tools)
+    data_dir = str(tmp_path / "guard-data")
+    status, out, err = what_if(
+        capsys, "--data-dir", data_dir, "--policy", str(policy_file), "--json", key=False
+    )
+    assert status == 0, out + err
+    assert "the data directory's own key" in err
+    billing, support = (json.loads(line) for line in out.splitlines())
+    assert (billing["agent_id"], billing["decisions"], billing["changed"]) == ("billing", 5, 2)
+    assert billing["by_change"] == {"allowed->denied:tool_not_allowed": 2}
+    assert (billing["spent_before"], billing["spent_after"]) == (9, 3)
+    assert (support["agent_id"], support["changed"]) == ("support", 0)
+    # one agent only
+    status, out, _ = what_if(
+        capsys,
+        "--data-dir",
+        data_dir,
+        "--agent",
+        "support",
+        "--policy",
+        str(policy_file),
+        "--public-key",
+        server.public_key,
+        "--json",
+        key=False,
+    )
+    assert status == 0
+    assert [json.loads(line)["agent_id"] for line in out.splitlines()] == ["support"]
+    status, _, err = what_if(
+        capsys, "--data-dir", data_dir, "--agent", "ghost", "--policy", str(policy_file)
+    )
+    assert (status, err.strip()) == (2, f"audit: error: {data_dir} holds no agent ghost")
+
+
+POLICY_BODY = {"budget": 20, "scar_limit": 50, "tools": TOOLS}
