@@ -1,11 +1,18 @@
-// The console: sign-in, routing (#/agents, #/pending, #/agents/<id>) and the 2 s refresh.
+// The console: sign-in, routing (#/agents, #/pending, #/agents/<id>), the 2 s
+// refresh, the pending inbox (filters, decided cards, tab title, notifications).
 
 import * as api from "./api.js";
-import { agentDetail, agentRow, errorText, pendingItem, setText, show, syncKeyed } from "./views.js";
+import { agentDetail } from "./detail.js";
+import { disableNotifications, enableNotifications, notify, notifyState } from "./notify.js";
+import { decidedElsewhere, ownDecision, pendingItem, unknownDecision } from "./pending.js";
+import { localTime, paintTimes, setTime } from "./times.js";
+import { agentRow, errorText, setText, show, syncKeyed } from "./views.js";
 
 const REFRESH_MS = 2000;
+const TICK_MS = 1000; // ages and countdowns move between refreshes
 const LOG_TAIL = 50;
 const OPERATOR_KEY = "guard.operator"; // the operator's name; never the token
+const TITLE = document.title;
 
 const $ = (testid) => document.querySelector(`[data-testid="${testid}"]`);
 
@@ -16,7 +23,8 @@ let timer = null;
 let refreshing = false;
 let changes = 0; // bumped around every approve, reject, terminate: marks overlapping refreshes stale
 let lastUpdate = null;
-let flashTimer = null;
+let agentsById = new Map(); // the last GET /v1/agents, for the pending cards and the agent's page
+let knownPending = null; // keys of the pending actions seen so far; null before the first list
 
 const operatorInput = $("operator-name");
 
@@ -34,13 +42,13 @@ function requireOperator() {
   return name;
 }
 
+/** A confirmation: it stays in view until the operator dismisses it or another replaces it. */
 function flash(message) {
-  const el = $("flash");
-  setText(el, message);
-  show(el, true);
-  clearTimeout(flashTimer);
-  flashTimer = setTimeout(() => show(el, false), 8000);
+  setText($("flash-text"), message);
+  show($("flash"), true);
 }
+
+$("flash-dismiss").addEventListener("click", () => show($("flash"), false));
 
 // ---- sign-in -------------------------------------------------------------
 
@@ -68,6 +76,8 @@ function start() {
   timer = setInterval(refresh, REFRESH_MS);
 }
 
+setInterval(() => paintTimes(), TICK_MS);
+
 $("login-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const token = $("token-input").value.trim();
@@ -91,7 +101,7 @@ function handleError(err) {
   if (err instanceof api.Unauthorized) {
     showLogin(`The server refused the admin token (${errorText(err)}). Enter it again.`);
   } else if (err instanceof api.Unreachable) {
-    const since = lastUpdate ? ` Showing data from ${lastUpdate.toLocaleTimeString()}.` : "";
+    const since = lastUpdate ? ` Showing data from ${localTime(lastUpdate)}.` : "";
     setText(
       $("offline-banner"),
       `Cannot reach the guard server at ${location.origin} (${err.message}). Retrying every 2 s.${since}`,
@@ -146,10 +156,35 @@ function describeDecision(d) {
   return d?.decision ?? "done";
 }
 
-function decided(entry, decision) {
+const pendingKey = (agentId, actionId) => `${agentId}/${actionId}`;
+
+/** Ask the server what became of an action that left pending elsewhere, and say so on its card. */
+async function settleElsewhere(row, agentId, actionId, said) {
+  row.settled = true; // asked once
+  try {
+    const action = await act(() => api.get(api.path`/v1/agents/${agentId}/actions/${actionId}`));
+    row.settle(decidedElsewhere(action), said);
+  } catch (err) {
+    row.settle(unknownDecision(errorText(err)), said);
+  }
+}
+
+/** Run an approve or reject; a 409 means someone or something decided first: the card says who. */
+async function decideOn(entry, kind, url, body) {
   const { agent_id: agentId, action } = entry;
-  pendingRows.get(`${agentId}/${action.action_id}`)?.el.remove();
-  pendingRows.delete(`${agentId}/${action.action_id}`);
+  const row = pendingRows.get(pendingKey(agentId, action.action_id));
+  let decision;
+  try {
+    decision = await change(() => api.post(url, body));
+  } catch (err) {
+    if (err instanceof api.ApiError && err.code === "invalid_state" && row) {
+      await settleElsewhere(row, agentId, action.action_id, err.message);
+      refresh();
+      return;
+    }
+    throw err;
+  }
+  row?.settle(ownDecision(kind, decision, body.approver));
   flash(`${action.action_id} of ${agentId}: ${describeDecision(decision)}`);
   refresh();
 }
@@ -159,16 +194,112 @@ const pendingActions = {
     const body = { approver: requireOperator() };
     if (note.trim()) body.note = note;
     const url = api.path`/v1/agents/${entry.agent_id}/actions/${entry.action.action_id}/approve`;
-    decided(entry, await change(() => api.post(url, body)));
+    await decideOn(entry, "approve", url, body);
   },
   async reject(entry, reason, scar) {
     const body = { approver: requireOperator(), reason };
     if (!reason.trim()) throw new Error("A reason is required to reject.");
     if (scar) body.scar = scar;
     const url = api.path`/v1/agents/${entry.agent_id}/actions/${entry.action.action_id}/reject`;
-    decided(entry, await change(() => api.post(url, body)));
+    await decideOn(entry, "reject", url, body);
+  },
+  dismiss(entry) {
+    const key = pendingKey(entry.agent_id, entry.action.action_id);
+    pendingRows.get(key)?.el.remove();
+    pendingRows.delete(key);
+    applyFilter();
   },
 };
+
+// ---- pending: filters and notifications ----------------------------------
+
+const filterAgent = $("filter-agent");
+const filterTool = $("filter-tool");
+
+/** Offer the values of `values` (sorted), keeping the one chosen even when nothing has it now. */
+function syncOptions(select, values, allLabel) {
+  const chosen = select.value;
+  const wanted = [...new Set([...values, ...(chosen ? [chosen] : [])])].sort();
+  const have = [...select.options].slice(1).map((o) => o.value);
+  if (have.join("\n") === wanted.join("\n")) return; // unchanged: leave an open list alone
+  const options = wanted.map((v) => {
+    const o = document.createElement("option");
+    o.value = v;
+    o.textContent = v;
+    return o;
+  });
+  const all = document.createElement("option");
+  all.value = "";
+  all.textContent = allLabel;
+  select.replaceChildren(all, ...options);
+  select.value = chosen;
+}
+
+/** Show the cards that match the filters; oldest first is their order either way. */
+function applyFilter() {
+  const agent = filterAgent.value;
+  const tool = filterTool.value;
+  let waiting = 0;
+  let shown = 0;
+  for (const row of pendingRows.values()) {
+    const match = (!agent || row.el.dataset.agentId === agent) && (!tool || row.el.dataset.tool === tool);
+    show(row.el, match);
+    if (!row.settled) {
+      waiting += 1;
+      if (match) shown += 1;
+    }
+  }
+  const filtered = Boolean(agent || tool);
+  setText($("filter-count"), filtered ? `${shown} of ${waiting} waiting shown` : "");
+  setText(
+    $("pending-empty"),
+    filtered && waiting ? "Nothing waiting matches these filters." : "Nothing is waiting for a decision.",
+  );
+  show($("pending-empty"), shown === 0);
+}
+
+filterAgent.addEventListener("change", applyFilter);
+filterTool.addEventListener("change", applyFilter);
+$("filter-clear").addEventListener("click", () => {
+  filterAgent.value = "";
+  filterTool.value = "";
+  applyFilter();
+});
+
+const NOTIFY_TEXT = {
+  on: "Desktop notifications are on: one for each new pending action.",
+  off: "",
+  denied: "Notifications are blocked for this page in the browser's settings.",
+  unsupported: "This browser cannot show desktop notifications.",
+};
+
+function showNotifyState() {
+  const state = notifyState();
+  const button = $("notify-button");
+  setText(button, state === "on" ? "Stop notifications" : "Notify me");
+  show(button, state === "on" || state === "off");
+  setText($("notify-state"), NOTIFY_TEXT[state]);
+}
+
+$("notify-button").addEventListener("click", async () => {
+  if (notifyState() === "on") disableNotifications();
+  else await enableNotifications(); // the browser asks the operator here, and only here
+  showNotifyState();
+});
+showNotifyState();
+
+function announce(entries) {
+  const keys = new Set(entries.map((e) => pendingKey(e.agent_id, e.action.action_id)));
+  const fresh = knownPending ? entries.filter((e) => !knownPending.has(pendingKey(e.agent_id, e.action.action_id))) : [];
+  knownPending = keys;
+  for (const e of fresh) {
+    notify(
+      `Approval needed: ${e.action.tool}`,
+      `${e.agent_id} asks for ${e.action.tool} (${e.action.action_id}, cost ${e.action.cost})`,
+      pendingKey(e.agent_id, e.action.action_id),
+    );
+  }
+}
 
 // ---- refresh -------------------------------------------------------------
 
@@ -189,30 +320,49 @@ function renderPending(entries) {
       a.agent_id.localeCompare(b.agent_id) ||
       a.seq - b.seq,
   );
+  for (const e of entries) e.agent = agentsById.get(e.agent_id);
+  const gone = [];
   syncKeyed(
     $("pending-list"),
     pendingRows,
     entries,
-    (e) => `${e.agent_id}/${e.action.action_id}`,
+    (e) => pendingKey(e.agent_id, e.action.action_id),
     (e) => pendingItem(e, pendingActions),
+    (row) => {
+      // Left pending without a decision made here: keep the card and say what happened.
+      if (!row.settled) gone.push(row);
+      return true;
+    },
   );
+  for (const row of gone) settleElsewhere(row, row.el.dataset.agentId, row.el.dataset.actionId);
+  syncOptions(filterAgent, entries.map((e) => e.agent_id), "all agents");
+  syncOptions(filterTool, entries.map((e) => e.action.tool), "all tools");
+  applyFilter();
   setText($("pending-count"), entries.length);
   $("pending-count").classList.toggle("zero", entries.length === 0);
-  show($("pending-empty"), entries.length === 0);
+  document.title = entries.length ? `(${entries.length}) ${TITLE}` : TITLE;
+  announce(entries);
 }
 
 async function refreshDetail(view) {
   try {
     const status = await api.get(api.path`/v1/agents/${view.agentId}`);
+    if (view.needsPolicy) {
+      const policy = await api.get(api.path`/v1/agents/${view.agentId}/policy`);
+      if (detail !== view) return;
+      view.setPolicy(policy);
+    }
     const after = view.logAfter(status.head);
-    const log = await api.get(`${api.path`/v1/agents/${view.agentId}/log`}?after=${after}&limit=${LOG_TAIL}`);
+    const log = await api.get(`${api.path`/v1/agents/${view.agentId}/log`}?after=${after}&limit=${view.logLimit()}`);
     if (detail !== view) return;
     view.update(status);
     view.addRecords(log.records);
     view.setError("");
   } catch (err) {
     if (err instanceof api.Unauthorized || err instanceof api.Unreachable) throw err;
-    view.setError(errorText(err));
+    if (detail !== view) return;
+    if (err.code === "quarantined") view.quarantined(err.message, agentsById.get(view.agentId)?.error);
+    else view.setError(errorText(err));
   }
 }
 
@@ -230,11 +380,12 @@ async function refresh() {
     if (failed) throw failed.reason;
     stale = changes !== changesBefore;
     if (stale) return; // an approval or termination happened meanwhile: ask again
+    agentsById = new Map(agents.map((a) => [a.agent_id, a]));
     renderAgents(agents);
     renderPending(results.flatMap((r) => r.value));
     if (detail) await refreshDetail(detail);
     lastUpdate = new Date();
-    setText($("updated"), `updated ${lastUpdate.toLocaleTimeString()}`);
+    setTime($("updated-at"), lastUpdate.toISOString());
     show($("offline-banner"), false);
     show($("api-error"), false);
   } catch (err) {

@@ -6,6 +6,7 @@
 //
 // Each agent row and pending item is built once and then updated in place, so
 // a form the operator is typing in is never rebuilt by the 2 s refresh.
+// The pending card is in pending.js, the agent's page in detail.js.
 
 /** Create an element: h("p", {class: "x", testid: "y", onclick: fn}, "text", child). */
 export function h(tag, props = {}, ...children) {
@@ -41,16 +42,6 @@ export const num = (n) => (typeof n === "number" ? String(n) : "–");
 
 export const shortHash = (hash) => (typeof hash === "string" ? hash.slice(0, 12) : "–");
 
-export function ago(iso, now = Date.now()) {
-  const then = Date.parse(iso);
-  if (Number.isNaN(then)) return "";
-  const secs = Math.max(0, Math.round((now - then) / 1000));
-  if (secs < 60) return `${secs} s ago`;
-  if (secs < 3600) return `${Math.floor(secs / 60)} min ago`;
-  if (secs < 86400) return `${Math.floor(secs / 3600)} h ago`;
-  return `${Math.floor(secs / 86400)} d ago`;
-}
-
 export function prettyJson(value) {
   return JSON.stringify(value === undefined ? null : value, null, 2);
 }
@@ -60,9 +51,10 @@ export const errorText = (err) => (err.code ? `${err.code}: ${err.message}` : er
 /**
  * Bring a keyed list in `container` in line with `entries`: build rows for new
  * keys (inserted in entry order), update the others in place, drop the gone.
- * Existing rows are never moved, so focus and typed text survive.
+ * Existing rows are never moved, so focus and typed text survive. A gone row
+ * stays where it is when keep(row, key) says so (a card still to be read).
  */
-export function syncKeyed(container, rows, entries, keyOf, create) {
+export function syncKeyed(container, rows, entries, keyOf, create, keep = () => false) {
   const seen = new Set();
   let prev = null;
   for (const entry of entries) {
@@ -78,7 +70,7 @@ export function syncKeyed(container, rows, entries, keyOf, create) {
     prev = row;
   }
   for (const [key, row] of rows) {
-    if (!seen.has(key)) {
+    if (!seen.has(key) && !keep(row, key)) {
       row.el.remove();
       rows.delete(key);
     }
@@ -104,7 +96,7 @@ function bar(testid) {
 }
 
 /** A form's error line: shows `{code}: {error}` from the API, or a local message. */
-function errorLine(testid) {
+export function errorLine(testid) {
   const el = h("p", { class: "form-error", role: "alert", testid, hidden: true });
   return {
     el,
@@ -319,186 +311,3 @@ function verifyReport(report) {
   ];
 }
 
-/**
- * One pending approval. `entry` is a pending entry plus its agent_id.
- * `actions` has approve(entry, note) and reject(entry, reason, scar).
- */
-export function pendingItem(entry, actions) {
-  const { agent_id: agentId, action } = entry;
-  const since = h("span", { class: "ago", testid: "pending-ago" });
-
-  const note = h("input", { testid: "approve-note", maxlength: 1000, placeholder: "note (optional)" });
-  const approveButton = h("button", { type: "submit", class: "approve", testid: "approve-button" }, "Approve");
-  const approveForm = h(
-    "form",
-    { class: "decide approve-form", testid: "approve-form" },
-    h("label", {}, "Note", note),
-    approveButton,
-  );
-
-  const reason = h("input", {
-    testid: "reject-reason",
-    required: true,
-    maxlength: 1000,
-    placeholder: "reason (required)",
-  });
-  const scar = h(
-    "select",
-    { testid: "reject-scar" },
-    h("option", { value: "" }, "no scar"),
-    h("option", { value: "minor" }, "minor (1)"),
-    h("option", { value: "moderate" }, "moderate (3)"),
-    h("option", { value: "severe" }, "severe (10)"),
-    h("option", { value: "fatal" }, "fatal (terminates)"),
-  );
-  const rejectButton = h("button", { type: "submit", class: "danger", testid: "reject-button" }, "Reject");
-  const rejectForm = h(
-    "form",
-    { class: "decide reject-form", testid: "reject-form" },
-    h("label", {}, "Reason", reason),
-    h("label", {}, "Scar", scar),
-    rejectButton,
-  );
-  const error = errorLine("pending-error");
-
-  async function decide(run) {
-    error.set("");
-    approveButton.disabled = rejectButton.disabled = true;
-    try {
-      await run();
-    } catch (err) {
-      error.set(errorText(err));
-    } finally {
-      approveButton.disabled = rejectButton.disabled = false;
-    }
-  }
-  approveForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    decide(() => actions.approve(entry, note.value));
-  });
-  rejectForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    decide(() => actions.reject(entry, reason.value, scar.value || undefined));
-  });
-
-  const el = h(
-    "article",
-    {
-      class: "pending-item",
-      testid: "pending-item",
-      "data-agent-id": agentId,
-      "data-action-id": action.action_id,
-    },
-    h(
-      "header",
-      {},
-      h("code", { class: "tool", testid: "pending-tool" }, action.tool),
-      h("span", { class: "cost" }, "cost ", h("span", { testid: "pending-cost" }, num(action.cost))),
-    ),
-    h(
-      "dl",
-      { class: "facts" },
-      h("div", {}, h("dt", {}, "Agent"),
-        h("dd", {}, h("a", { href: `#/agents/${encodeURIComponent(agentId)}`, testid: "pending-agent" }, agentId))),
-      h("div", {}, h("dt", {}, "Action"), h("dd", { testid: "pending-action-id" }, action.action_id)),
-      h("div", {}, h("dt", {}, "Requested"),
-        h("dd", {}, h("time", { datetime: entry.requested_at, testid: "pending-requested-at" }, entry.requested_at),
-          " (", since, ")")),
-    ),
-    h("pre", { class: "input", testid: "pending-input" }, prettyJson(action.input)),
-    h("div", { class: "decisions" }, approveForm, rejectForm),
-    error.el,
-  );
-  return {
-    el,
-    update(e) {
-      setText(since, ago(e.requested_at));
-    },
-  };
-}
-
-/** The detail view of one agent: status, scars, and the last log records. */
-export function agentDetail(agentId, logTail) {
-  const status = h("dl", { class: "status", testid: "detail-status" });
-  const scars = h("ol", { class: "scars", testid: "detail-scars" });
-  const noScars = h("p", { class: "empty", testid: "detail-no-scars" }, "No scars.");
-  const logBody = h("tbody", { testid: "log-records" });
-  const error = errorLine("detail-error");
-  const content = h(
-    "div",
-    { hidden: true }, // until the status has loaded
-    status,
-    h("h3", {}, "Scars"),
-    noScars,
-    scars,
-    h("h3", {}, `Last ${logTail} log records, newest first`),
-    h(
-      "table",
-      { class: "log", testid: "log-table" },
-      h("thead", {}, h("tr", {}, h("th", {}, "Seq"), h("th", {}, "Kind"), h("th", {}, "Time (ts)"), h("th", {}, "Hash"))),
-      logBody,
-    ),
-  );
-  const el = h("div", { class: "detail", "data-agent-id": agentId }, error.el, content);
-  let lastSeq = null;
-
-  function fact(label, testid, ...value) {
-    return h("div", {}, h("dt", {}, label), h("dd", { testid }, ...value));
-  }
-
-  return {
-    el,
-    agentId,
-    /** seq after which to ask for records: the newest shown, or a tail before head. */
-    logAfter(head) {
-      return lastSeq ?? Math.max(-1, head.seq - logTail);
-    },
-    setError(message) {
-      error.set(message);
-    },
-    update(s) {
-      const state = s.alive ? "alive" : `terminated: ${s.termination_reason ?? ""}`;
-      status.replaceChildren(
-        fact("State", "detail-state", state),
-        fact("Budget", "detail-budget", `${num(s.spent)} spent · ${num(s.remaining)} left of ${num(s.budget)}`),
-        fact("Scar score", "detail-scar-score", `${num(s.scar_score)} / ${num(s.scar_limit)}`),
-        fact("Actions", "detail-counts",
-          `${num(s.actions_allowed)} allowed · ${num(s.actions_denied)} denied · ${num(s.actions_pending)} pending`),
-        fact("Head", "detail-head", `seq ${num(s.head?.seq)} · `,
-          h("code", { title: s.head?.hash ?? "" }, shortHash(s.head?.hash))),
-        fact("Public key", "detail-public-key", h("code", { class: "wrap" }, s.public_key ?? "")),
-      );
-      scars.replaceChildren(
-        ...(s.scars ?? []).map((scar) =>
-          h(
-            "li",
-            { testid: "scar", "data-severity": scar.severity },
-            h("span", { class: `severity ${scar.severity}` }, scar.severity),
-            " ",
-            h("span", { testid: "scar-reason" }, scar.reason),
-            h("span", { class: "meta" }, ` · seq ${num(scar.seq)}`, scar.action_id ? ` · ${scar.action_id}` : ""),
-          ),
-        ),
-      );
-      show(noScars, !(s.scars ?? []).length);
-      show(content, true);
-    },
-    addRecords(records) {
-      for (const r of records) {
-        if (lastSeq !== null && r.seq <= lastSeq) continue; // already shown
-        logBody.prepend(
-          h(
-            "tr",
-            { testid: "log-record", "data-kind": r.kind, "data-seq": r.seq },
-            h("td", {}, num(r.seq)),
-            h("td", {}, h("code", {}, r.kind)),
-            h("td", {}, r.ts ?? ""),
-            h("td", {}, h("code", { title: r.hash ?? "" }, shortHash(r.hash))),
-          ),
-        );
-        lastSeq = Math.max(lastSeq ?? -1, r.seq);
-      }
-      while (logBody.rows.length > logTail) logBody.lastElementChild.remove();
-    },
-  };
-}

@@ -61,8 +61,10 @@ def test_verify_shows_ok_and_a_tampered_log_shows_quarantined(console: Console) 
     bystander = console.agent("bystander")
     expect(bystander.get_by_test_id("agent-state")).to_have_text("alive")
 
-    row.get_by_test_id("agent-id").click()  # the detail says why there is nothing to show
-    expect(console.testid("detail-error")).to_contain_text("quarantined: ")
+    row.get_by_test_id("agent-id").click()  # the detail says why, and what to do
+    expect(console.testid("quarantine-reason")).to_contain_text(entries["writer"]["error"])
+    expect(console.testid("quarantine-steps")).to_contain_text("Restore agents/writer.jsonl")
+    expect(console.testid("quarantine-steps")).to_contain_text("Restart guardd")
     expect(console.testid("log-table")).to_be_hidden()
 
 
@@ -194,7 +196,7 @@ def test_detail_shows_status_scars_and_the_last_log_records(console: Console) ->
     newest = records[-1]
     expect(rows.first).to_have_attribute("data-seq", str(newest["seq"]))
     expect(rows.first).to_contain_text(newest["kind"])
-    expect(rows.first).to_contain_text(newest["ts"])
+    expect(rows.first.locator("time")).to_have_attribute("title", newest["ts"])
     expect(rows.first).to_contain_text(newest["hash"][:12])
     expect(rows.last).to_have_attribute("data-kind", "genesis")
 

@@ -40,14 +40,18 @@ def test_approve_with_note_releases_the_waiting_agent(console: Console) -> None:
     expect(item.get_by_test_id("pending-input")).to_have_text(
         json.dumps({"to": "bob@example.com"}, indent=2)
     )
-    expect(item.get_by_test_id("pending-ago")).to_contain_text("ago")
+    expect(item.get_by_test_id("pending-requested-at")).to_contain_text(" s ago")
 
     item.get_by_test_id("approve-note").fill("checked the recipient")
     item.get_by_test_id("approve-button").click()
 
     assert agent.result()["status"] == "allowed"
-    expect(item).to_have_count(0)
+    expect(item.get_by_test_id("settled-text")).to_contain_text(
+        "Approved by alice (you): allowed, cost 5, 95 left"
+    )
     expect(console.testid("flash")).to_contain_text("act-1 of mailer: allowed")
+    item.get_by_test_id("dismiss-button").click()
+    expect(item).to_have_count(0)
     allowed = [r for r in log_records(server, "mailer") if r["kind"] == "action_allowed"]
     assert len(allowed) == 1
     assert allowed[0]["action_id"] == "act-1"
@@ -74,7 +78,9 @@ def test_reject_with_a_moderate_scar_raises_the_scar_score_by_three(console: Con
     item.get_by_test_id("reject-scar").select_option("moderate")
     item.get_by_test_id("reject-button").click()
 
-    expect(item).to_have_count(0)
+    expect(item.get_by_test_id("settled-text")).to_contain_text(
+        "Rejected by carol (you): mass mailing is not allowed"
+    )
     expect(console.testid("flash")).to_contain_text("act-1 of mailer: denied (rejected)")
     status = agent_status(server, "mailer")
     assert status["scar_score"] == before + 3
@@ -117,7 +123,9 @@ def test_approving_for_a_terminated_agent_shows_the_denial(console: Console) -> 
     item = console.pending("mailer", "act-1")
     item.get_by_test_id("approve-button").click()
     expect(console.testid("flash")).to_contain_text("act-1 of mailer: denied (terminated)")
-    expect(item).to_have_count(0)
+    expect(item.get_by_test_id("settled-text")).to_contain_text(
+        "Denied when approved by alice (you): terminated (reason done)"
+    )
 
 
 def test_typing_survives_the_live_refresh(console: Console) -> None:
