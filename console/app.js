@@ -5,7 +5,7 @@ import * as api from "./api.js";
 import { agentDetail } from "./detail.js";
 import { disableNotifications, enableNotifications, notify, notifyState } from "./notify.js";
 import { decidedElsewhere, ownDecision, pendingItem, unknownDecision } from "./pending.js";
-import { localTime, paintTimes, setTime } from "./times.js";
+import { paintTimes, setTime, timeText } from "./times.js";
 import { agentRow, errorText, setText, show, syncKeyed } from "./views.js";
 
 const REFRESH_MS = 2000;
@@ -101,7 +101,7 @@ function handleError(err) {
   if (err instanceof api.Unauthorized) {
     showLogin(`The server refused the admin token (${errorText(err)}). Enter it again.`);
   } else if (err instanceof api.Unreachable) {
-    const since = lastUpdate ? ` Showing data from ${localTime(lastUpdate)}.` : "";
+    const since = lastUpdate ? ` Showing data from ${timeText(lastUpdate.toISOString())}.` : "";
     setText(
       $("offline-banner"),
       `Cannot reach the guard server at ${location.origin} (${err.message}). Retrying every 2 s.${since}`,

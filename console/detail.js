@@ -103,7 +103,7 @@ function decisionLine(a) {
 
 /** Who decided, when someone did: the approver, or who cancelled it. */
 function whoFact(a) {
-  if (!a.held) return fact("Approval", "history-by", "not needed");
+  if (!a.held) return a.decision === "allowed" ? fact("Approval", "history-by", "not needed") : null;
   if (a.decision === "cancelled") return fact("Cancelled by", "history-by", a.by);
   if (a.by) return fact("Approver", "history-by", a.by);
   if (a.reason?.code === "approval_expired") return fact("Approver", "history-by", "nobody, in time");

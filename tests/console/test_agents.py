@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,9 @@ def test_verify_shows_ok_and_a_tampered_log_shows_quarantined(console: Console) 
     server.stop()
     expect(console.testid("offline-banner")).to_be_visible()
     expect(console.testid("offline-banner")).to_contain_text("Cannot reach the guard server")
+    expect(console.testid("offline-banner")).to_contain_text(  # the one time format
+        re.compile(r"Showing data from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d · \d+ s ago\.")
+    )
     tamper_one_byte(server.data_dir / "agents" / "writer.jsonl", b"hello world")
     server.start()
 

@@ -121,6 +121,9 @@ def test_approving_for_a_terminated_agent_shows_the_denial(console: Console) -> 
     console.show_pending()  # pending actions of a terminated agent stay pending
 
     item = console.pending("mailer", "act-1")
+    expect(item.get_by_test_id("pending-budget")).to_have_text(
+        "agent terminated (done): approving it is denied"
+    )
     item.get_by_test_id("approve-button").click()
     expect(console.testid("flash")).to_contain_text("act-1 of mailer: denied (terminated)")
     expect(item.get_by_test_id("settled-text")).to_contain_text(

@@ -128,6 +128,7 @@ def test_agent_page_shows_every_decision_with_reason_approver_outcome_scars_and_
         history_outcome="success (reported by agent): 3 hits",
     )
     check("act-2", "denied", "denied · tool_not_allowed (tool shell)", history_scar="moderate")
+    expect(item("act-2").get_by_test_id("history-by")).to_have_count(0)  # nobody was asked
     check(
         "act-3",
         "allowed",
