@@ -23,11 +23,13 @@ from agents_runtime.errors import (
     Forbidden,
     IdempotencyConflict,
     InvalidState,
+    NotFound,
     UnknownAction,
 )
+from agents_runtime.grants import Grant, drawable, grant_json
 from agents_runtime.money import ZERO
 from agents_runtime.policy import policy_json
-from agents_runtime.record import Head
+from agents_runtime.record import Head, timestamp_micros
 from agents_runtime.state import (
     ALLOWED,
     CANCELLED,
@@ -146,9 +148,11 @@ def conclude(
     *,
     approver: str | None = None,
     note: str | None = None,
+    grant: str | None = None,
 ) -> dict[str, Any]:
     """Write the decision records for a verdict on the action whose
-    action_requested record is ``request``; return the decision object."""
+    action_requested record is ``request``; return the decision object.
+    ``grant``: the grant an allowance draws on in place of an approval."""
     if verdict.decision == ALLOWED:
         fields: dict[str, Any] = {
             "kind": "action_allowed",
@@ -164,6 +168,8 @@ def conclude(
             fields["approved_by"] = approver
             if note is not None:
                 fields["note"] = note
+        if grant is not None:
+            fields["grant_id"] = grant
         emit(fields)
         decision = {
             "decision": ALLOWED,
@@ -172,6 +178,8 @@ def conclude(
             "remaining": state.remaining,
             "receipt": receipt(state, request.seq, state.head.seq),
         }
+        if grant is not None:
+            decision["grant_id"] = grant
         _terminate_if_exhausted(state, emit, verdict.charge)
         return decision
     if verdict.decision == PENDING:
@@ -214,6 +222,7 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
             return first_decision(state, earlier)
     action_id = state.next_action_id
     verdict = decide(state, cmd.tool, cmd.cost, now)
+    verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)
     fields: dict[str, Any] = {
         "kind": "action_requested",
         "action_id": action_id,
@@ -225,7 +234,21 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
     if cmd.idempotency_key is not None:
         fields["idempotency_key"] = cmd.idempotency_key
     emit(fields)
-    return conclude(state, emit, action_id, verdict, state.head)
+    return conclude(state, emit, action_id, verdict, state.head, grant=grant)
+
+
+def _draw(
+    state: AgentState, verdict: Verdict, tool: str, tool_input: Any, now: float
+) -> tuple[Verdict, str | None]:
+    """A request the policy would hold for approval, allowed on a grant with
+    room left (every check has passed already), and that grant's ID; any
+    other verdict as it is."""
+    if verdict.decision != PENDING or not state.grants:
+        return verdict, None
+    grant = drawable(state.grants, tool, tool_input, verdict.charge, now)
+    if grant is None:
+        return verdict, None
+    return Verdict(ALLOWED, verdict.charge), grant.grant_id
 
 
 def approve(state: AgentState, emit: Emit, cmd: c.Approve, now: float) -> Any:
@@ -326,6 +349,59 @@ def set_policy(state: AgentState, emit: Emit, cmd: c.SetPolicy, now: float) -> A
     return status_json(state)
 
 
+def issue_grant(state: AgentState, emit: Emit, cmd: c.IssueGrant, now: float) -> Any:
+    if not state.alive:
+        raise InvalidState(f"agent {state.agent_id} is terminated; it takes no grants")
+    if cmd.expires_at is not None:
+        expires_at = cmd.expires_at
+        expires = parse_ts(expires_at)
+    else:
+        assert cmd.ttl_secs is not None  # the edge requires one of the two
+        expires = now + float(cmd.ttl_secs)
+        expires_at = timestamp_micros(round(expires * 1_000_000))
+    if expires <= now:
+        raise InvalidState(f"expires_at {expires_at} is not after now")
+    grant_id = f"grt-{len(state.grants) + 1}"
+    fields: dict[str, Any] = {
+        "kind": "grant_issued",
+        "grant_id": grant_id,
+        "tool": cmd.tool,
+        "by": cmd.by,
+        "max_calls": cmd.max_calls,
+        "max_cost": cmd.max_cost,
+        "expires_at": expires_at,
+        "input_match": cmd.input_match,
+    }
+    if cmd.note is not None:
+        fields["note"] = cmd.note
+    emit(fields)
+    return grant_json(state.grants[grant_id], now)
+
+
+def _grant(state: AgentState, grant_id: str) -> Grant:
+    grant = state.grants.get(grant_id)
+    if grant is None:
+        raise NotFound(f"no grant {grant_id} for agent {state.agent_id}")
+    return grant
+
+
+def revoke_grant(state: AgentState, emit: Emit, cmd: c.RevokeGrant, now: float) -> Any:
+    grant = _grant(state, cmd.grant_id)
+    if grant.revoked_by is not None:
+        raise InvalidState(
+            f"grant {grant.grant_id} was revoked by {grant.revoked_by} at {grant.revoked_at}"
+        )
+    fields: dict[str, Any] = {"kind": "grant_revoked", "grant_id": grant.grant_id, "by": cmd.by}
+    if cmd.reason is not None:
+        fields["reason"] = cmd.reason
+    emit(fields)
+    return grant_json(grant, now)
+
+
+def list_grants(state: AgentState, emit: Emit, cmd: c.ListGrants, now: float) -> Any:
+    return {"grants": [grant_json(g, now) for g in state.grants.values()]}
+
+
 def get_status(state: AgentState, emit: Emit, cmd: c.GetStatus, now: float) -> Any:
     return status_json(state)
 
@@ -364,8 +440,10 @@ def finish_interrupted(state: AgentState, emit: Emit) -> None:
     if kind == "action_requested":
         cost = last["requested_cost"]
         requested_cost = None if cost is None else Decimal(cost)
-        verdict = decide(state, last["tool"], requested_cost, parse_ts(last["ts"]))
-        conclude(state, emit, last["action_id"], verdict, state.head)
+        now = parse_ts(last["ts"])
+        verdict = decide(state, last["tool"], requested_cost, now)
+        verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
+        conclude(state, emit, last["action_id"], verdict, state.head, grant=grant)
     elif kind == "action_allowed":
         _terminate_if_exhausted(state, emit, Decimal(last["cost"]))
     elif kind == "action_denied":
@@ -393,4 +471,7 @@ HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {
     c.GetPolicy: get_policy,
     c.GetAction: get_action,
     c.ListPending: list_pending,
+    c.IssueGrant: issue_grant,
+    c.RevokeGrant: revoke_grant,
+    c.ListGrants: list_grants,
 }

@@ -101,6 +101,34 @@ class SetPolicy:
 
 
 @attrs.frozen
+class IssueGrant:
+    """An operator approves ``tool`` once for a bounded stream of calls: at
+    least one of ``max_calls`` and ``max_cost``, and exactly one of
+    ``ttl_secs`` and ``expires_at`` (a record ``ts``)."""
+
+    tool: str
+    by: str
+    max_calls: int | None = None
+    max_cost: Decimal | None = None
+    ttl_secs: Decimal | None = None
+    expires_at: str | None = None
+    input_match: dict[str, Any] | None = None
+    note: str | None = None
+
+
+@attrs.frozen
+class RevokeGrant:
+    grant_id: str
+    by: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class ListGrants:
+    pass
+
+
+@attrs.frozen
 class GetLogView:
     """Reply: what a reader needs to read committed records off disk."""
 
@@ -119,6 +147,20 @@ Command = (
     | AddScar
     | Terminate
     | SetPolicy
+    | IssueGrant
+    | RevokeGrant
+    | ListGrants
     | GetLogView
 )
-WRITES = (RequestAction, Approve, Reject, Cancel, ReportOutcome, AddScar, Terminate, SetPolicy)
+WRITES = (
+    RequestAction,
+    Approve,
+    Reject,
+    Cancel,
+    ReportOutcome,
+    AddScar,
+    Terminate,
+    SetPolicy,
+    IssueGrant,
+    RevokeGrant,
+)

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from agents_runtime.grants import Grant, match_of
 from agents_runtime.money import ZERO
 from agents_runtime.policy import Policy, parse_policy
 from agents_runtime.record import Head, timestamp_micros
@@ -131,6 +132,7 @@ class AgentState:
     held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
     pending: dict[str, Action] = attrs.field(factory=dict)  # insertion order = oldest first
     idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
+    grants: dict[str, Grant] = attrs.field(factory=dict)  # grt-n -> grant, in issue order
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
     # The ts of every action_allowed, in order (ts never goes backwards): the
     # rate check counts its tail by bisection, under any policy.
@@ -246,6 +248,8 @@ def first_decision(state: AgentState, n: int) -> dict[str, Any]:
             "cost": record["cost"],
             "remaining": record["remaining"],
         }
+        if "grant_id" in record:
+            decision["grant_id"] = record["grant_id"]
         if "request_hash" in record:  # older records give no receipt
             decision["receipt"] = receipt(state, seq, seq + 1)
         return decision
@@ -377,6 +381,10 @@ def _allowed(state: AgentState, r: dict[str, Any]) -> None:
         if "request_hash" in r:
             action.receipt_seq = r["seq"]
     state.action_status[n - 1] = _ALLOWED_CODE
+    if "grant_id" in r:  # drawn on a grant instead of a person's approval
+        grant = state.grants[r["grant_id"]]
+        grant.calls += 1
+        grant.spent += cost
     state.remaining -= cost
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
@@ -421,6 +429,36 @@ def _cancelled(state: AgentState, r: dict[str, Any]) -> None:
     state.action_status[_number(state, r) - 1] = _STATUS_CODES[CANCELLED]
 
 
+def _grant_issued(state: AgentState, r: dict[str, Any]) -> None:
+    grant_id = r["grant_id"]
+    if grant_id != f"grt-{len(state.grants) + 1}":
+        raise ValueError(f"{grant_id} issued where grt-{len(state.grants) + 1} comes next")
+    max_cost = r["max_cost"]
+    state.grants[grant_id] = Grant(
+        grant_id=grant_id,
+        seq=r["seq"],
+        issued_at=r["ts"],
+        tool=r["tool"],
+        by=r["by"],
+        note=r.get("note"),
+        max_calls=r["max_calls"],
+        max_cost=None if max_cost is None else Decimal(max_cost),
+        expires_at=r["expires_at"],
+        expires=datetime.fromisoformat(r["expires_at"]).timestamp(),
+        input_match=r["input_match"],
+        match=match_of(r["input_match"]),
+    )
+
+
+def _grant_revoked(state: AgentState, r: dict[str, Any]) -> None:
+    grant = state.grants[r["grant_id"]]
+    if grant.revoked_by is not None:
+        raise ValueError(f"{r['grant_id']} is revoked already")
+    grant.revoked_by = r["by"]
+    grant.revoked_at = r["ts"]
+    grant.revoke_reason = r.get("reason")
+
+
 def _outcome(state: AgentState, r: dict[str, Any]) -> None:
     n = _number(state, r)
     if state.action_status[n - 1] != _ALLOWED_CODE:
@@ -453,6 +491,8 @@ _APPLY = {
     "outcome": _outcome,
     "scar": _scar,
     "terminated": _terminated,
+    "grant_issued": _grant_issued,
+    "grant_revoked": _grant_revoked,
 }
 
 RECORD_KINDS = frozenset(_APPLY)
@@ -532,9 +572,13 @@ def action_json(state: AgentState, n: int) -> dict[str, Any]:
     }
     if code == _DENIED_CODE:
         out["reason"] = state.records.get(seq + 1)["reason"]
-    elif code != 0 and "request_hash" in state.records.get(seq + 1):
+    elif code != 0:
         # Allowed (and perhaps completed since): the decision follows the request.
-        out["receipt"] = receipt(state, seq, seq + 1)
+        allowed = state.records.get(seq + 1)
+        if "grant_id" in allowed:
+            out["grant_id"] = allowed["grant_id"]
+        if "request_hash" in allowed:
+            out["receipt"] = receipt(state, seq, seq + 1)
     return out
 
 

@@ -124,6 +124,10 @@ def describe(fields: dict[str, Any]) -> str:
         detail = f"after {_text(fields.get('timeout_secs'))} s"
     elif kind == "action_cancelled":
         detail = f"by {fields.get('by')}"
+    elif kind in ("grant_issued", "grant_revoked"):
+        detail = f"{fields.get('grant_id')}, by {fields.get('by')}"
+    if kind == "action_allowed" and fields.get("grant_id") is not None:
+        detail += f", on {fields['grant_id']}"
     return " ".join(parts) + (f" ({detail})" if detail else "")
 
 
@@ -191,6 +195,19 @@ def command_for(record: dict[str, Any]) -> c.Command | str:
         return c.AddScar(record["severity"], record["reason"], get("action_id"), record["by"])
     if kind == "terminated":
         return c.Terminate(record["reason"], record["by"])
+    if kind == "grant_issued":
+        max_cost = record["max_cost"]
+        return c.IssueGrant(
+            tool=record["tool"],
+            by=record["by"],
+            max_calls=record["max_calls"],
+            max_cost=None if max_cost is None else Decimal(max_cost),
+            expires_at=record["expires_at"],
+            input_match=record["input_match"],
+            note=get("note"),
+        )
+    if kind == "grant_revoked":
+        return c.RevokeGrant(record["grant_id"], record["by"], get("reason"))
     if kind == "policy":
         try:
             return c.SetPolicy(parse_policy(record["policy"]))

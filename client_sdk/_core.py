@@ -307,6 +307,7 @@ def parse_decision(body: Any) -> Decision:
         remaining=_opt(obj, "remaining", Decimal),
         reason=_opt(obj, "reason", dict),
         receipt=_opt_receipt(obj),
+        grant_id=_opt(obj, "grant_id", str),
     )
 
 
@@ -326,6 +327,7 @@ def parse_action(body: Any) -> Action:
         approved_by=_opt(obj, "approved_by", str),
         note=_opt(obj, "note", str),
         receipt=_opt_receipt(obj),
+        grant_id=_opt(obj, "grant_id", str),
     )
 
 

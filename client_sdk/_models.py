@@ -30,6 +30,7 @@ class Decision:
     remaining: Decimal | None = None
     reason: dict[str, Any] | None = None
     receipt: tuple[str, ...] | None = None
+    grant_id: str | None = None  # the operator's grant it drew on, instead of an approval
 
     @property
     def allowed(self) -> bool:
@@ -65,6 +66,7 @@ class Action:
     approved_by: str | None = None
     note: str | None = None
     receipt: tuple[str, ...] | None = None
+    grant_id: str | None = None
 
 
 @attrs.frozen

@@ -278,6 +278,35 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
         body = bodies.parse_body(await read_json(), bodies.TerminateBody)
         return json_response(await ref.ask(c.Terminate(body.reason, body.by)))
 
+    # -- grants ------------------------------------------------------------------
+
+    @app.post("/v1/agents/<agent_id>/grants")
+    async def issue_grant(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        body = bodies.parse_grant_body(await read_json())
+        command = c.IssueGrant(
+            tool=body.tool,
+            by=body.by,
+            max_calls=body.max_calls,
+            max_cost=body.max_cost,
+            ttl_secs=body.ttl_secs,
+            expires_at=body.expires_at,
+            input_match=body.input_match,
+            note=body.note,
+        )
+        return json_response(await ref.ask(command), 201)
+
+    @app.get("/v1/agents/<agent_id>/grants")
+    async def list_grants(agent_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        return json_response(await ref.ask(c.ListGrants()))
+
+    @app.post("/v1/agents/<agent_id>/grants/<grant_id>/revoke")
+    async def revoke_grant(agent_id: str, grant_id: str) -> Response:
+        _, ref = agent(agent_id, admin_only=True)
+        body = bodies.parse_body(await read_json(), bodies.RevokeGrantBody)
+        return json_response(await ref.ask(c.RevokeGrant(grant_id, body.by, body.reason)))
+
     # -- the log ---------------------------------------------------------------
 
     @app.get("/v1/agents/<agent_id>/log")

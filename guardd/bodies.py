@@ -5,6 +5,7 @@ are a 400 whose message names the key path."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal, NewType, TypeVar
 
@@ -13,9 +14,11 @@ import cattrs
 from cattrs.errors import ClassValidationError
 
 from agents_runtime.agent import SYSTEM
+from agents_runtime.canonical import MAX_SAFE_INT
 from agents_runtime.errors import PolicyError
 from agents_runtime.money import Money, to_money
 from agents_runtime.policy import MAX_TOOL_NAME, Policy, parse_policy
+from agents_runtime.record import timestamp
 from agents_runtime.validation import error_messages
 from guardd.errors import BadRequest
 
@@ -24,6 +27,11 @@ Operator = NewType("Operator", str)  # a Name other than "system"
 Text = NewType("Text", str)  # reasons and notes (1-4096 characters)
 Tool = NewType("Tool", str)
 AgentId = NewType("AgentId", str)
+Count = NewType("Count", int)  # a whole number from 1
+Seconds = NewType("Seconds", Decimal)  # a positive duration
+Timestamp = NewType("Timestamp", str)  # ISO 8601 with an offset, as a record ts (UTC)
+InputMatch = NewType("InputMatch", dict)  # type: ignore[type-arg]
+MAX_GRANT_SECS = 10 * 366 * 24 * 3600  # ten years: beyond that, say so with a policy
 
 MAX_NAME = 128
 MAX_TEXT = 4096
@@ -82,6 +90,24 @@ class TerminateBody:
     by: Operator
 
 
+@attrs.frozen
+class GrantBody:
+    tool: Tool
+    by: Operator
+    note: Text | None = None
+    max_calls: Count | None = None
+    max_cost: Money | None = None
+    ttl_secs: Seconds | None = None
+    expires_at: Timestamp | None = None
+    input_match: InputMatch | None = None
+
+
+@attrs.frozen
+class RevokeGrantBody:
+    by: Operator
+    reason: Text | None = None
+
+
 # Control characters (Unicode category Cc: C0, DEL, C1). In a name (tool,
 # approver, operator) none; in free text (notes, reasons, detail) only tab and
 # line feed. Anything else could rewrite what a terminal or a log viewer
@@ -137,6 +163,37 @@ def _literal(value: Any, type_: Any) -> Any:
     return value
 
 
+def _count(value: Any, _: Any) -> int:
+    if type(value) is not int or not 1 <= value <= MAX_SAFE_INT:
+        raise ValueError(f"must be a whole number from 1 to {MAX_SAFE_INT}")
+    return value
+
+
+def _seconds(value: Any, _: Any) -> Decimal:
+    number = to_money(value)
+    if not 0 < number <= MAX_GRANT_SECS:
+        raise ValueError(f"must be a number of seconds above 0, at most {MAX_GRANT_SECS}")
+    return number
+
+
+def _timestamp(value: Any, _: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ValueError("must be an ISO 8601 time with its offset, e.g. 2026-01-01T12:00:00Z")
+    return timestamp(moment)
+
+
+def _input_match(value: Any, _: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("must be an object of the exact values the call's input must hold")
+    return value
+
+
 def _object(value: Any) -> Any:
     if not isinstance(value, dict):
         raise ValueError("must be an object")
@@ -149,6 +206,10 @@ _converter.register_structure_hook(Operator, _operator)
 _converter.register_structure_hook(Text, _string(MAX_TEXT, "text", _TEXT_CONTROL))
 _converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
 _converter.register_structure_hook(AgentId, _agent_id)
+_converter.register_structure_hook(Count, _count)
+_converter.register_structure_hook(Seconds, _seconds)
+_converter.register_structure_hook(Timestamp, _timestamp)
+_converter.register_structure_hook(InputMatch, _input_match)
 _converter.register_structure_hook(str, _plain_str)
 _converter.register_structure_hook(Money, lambda v, _: to_money(v))
 _converter.register_structure_hook(Decimal, lambda v, _: to_money(v))
@@ -165,6 +226,8 @@ for _cls in (
     CancelBody,
     ScarBody,
     TerminateBody,
+    GrantBody,
+    RevokeGrantBody,
 ):
     _hook = _converter.gen_structure_attrs_fromdict(_cls)
     _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_object(v), t))
@@ -177,6 +240,18 @@ def parse_body(value: Any, cls: type[T]) -> T:
         return _converter.structure(value, cls)
     except (ClassValidationError, ValueError, TypeError, ExceptionGroup) as exc:
         raise BadRequest("; ".join(error_messages(exc, "$")) or "invalid body") from None
+
+
+def parse_grant_body(value: Any) -> GrantBody:
+    """A grant's body: at least one bound and exactly one expiry, in the future."""
+    body = parse_body(value, GrantBody)
+    if body.max_calls is None and body.max_cost is None:
+        raise BadRequest("$: a grant needs a bound: max_calls, max_cost or both")
+    if (body.ttl_secs is None) == (body.expires_at is None):
+        raise BadRequest("$: a grant needs an expiry: ttl_secs or expires_at, not both")
+    if body.expires_at is not None and datetime.fromisoformat(body.expires_at) <= datetime.now(UTC):
+        raise BadRequest(f"$.expires_at: {body.expires_at} is not in the future")
+    return body
 
 
 def parse_policy_body(value: Any, path: str = "$") -> Policy:

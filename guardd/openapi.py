@@ -323,8 +323,15 @@ def _deny_reason() -> Schema:
     return {"oneOf": variants, "description": "Why an action was denied: `code` and its fields."}
 
 
+GRANT_ID = "^grt-[1-9][0-9]*$"
+
+
 def _action_schemas() -> dict[str, Schema]:
     action_id = _string(pattern=ACTION_ID)
+    grant_id = _string(
+        pattern=GRANT_ID,
+        description="The grant this allowance drew on in place of an operator's approval.",
+    )
     receipt = {
         "type": "array",
         "items": {"type": "string"},
@@ -342,6 +349,7 @@ def _action_schemas() -> dict[str, Schema]:
             "cost": _money("The charge: max(request cost, the tool's minimum)."),
             "remaining": _money("What is left after this charge."),
             "receipt": receipt,
+            "grant_id": grant_id,
         },
         required=["decision", "action_id", "cost", "remaining"],
     )
@@ -379,6 +387,7 @@ def _action_schemas() -> dict[str, Schema]:
                 description="When a pending action expires, if its policy sets a timeout.",
             ),
             "receipt": receipt,
+            "grant_id": grant_id,
         },
         required=["action_id", "tool", "input", "cost", "status", "outcome", "requested_at"],
         description="An action. `reason` is present when denied or cancelled; `approved_by` "
@@ -514,6 +523,81 @@ def _body_schemas() -> dict[str, Schema]:
                 },
             }
         ),
+        "IssueGrant": _obj(
+            {
+                "tool": _string(1, MAX_TOOL_NAME),
+                "by": name
+                | {"not": {"const": "system"}, "description": "The operator who grants."},
+                "note": _nullable(text),
+                "max_calls": _nullable(_int(1, description="Calls the grant allows at most.")),
+                "max_cost": _nullable(_money("Budget the grant's calls may spend at most.")),
+                "ttl_secs": _nullable(_positive("Seconds from now until the grant expires.")),
+                "expires_at": _nullable(
+                    _string(format="date-time", description="When it expires (future).")
+                ),
+                "input_match": _nullable(
+                    {
+                        "type": "object",
+                        "description": "Exact values the call's input must hold at these keys.",
+                    }
+                ),
+            },
+            required=["tool", "by"],
+            description="At least one bound (`max_calls`, `max_cost`) and exactly one expiry "
+            "(`ttl_secs`, `expires_at`); otherwise 400.",
+        ),
+        "RevokeGrant": _obj(
+            {
+                "by": name | {"not": {"const": "system"}},
+                "reason": _nullable(text),
+            },
+            required=["by"],
+        ),
+    }
+
+
+def _grant_schemas() -> dict[str, Schema]:
+    grant_id = _string(pattern=GRANT_ID)
+    grant = _obj(
+        {
+            "grant_id": grant_id,
+            "tool": _string(1, MAX_TOOL_NAME),
+            "by": {"type": "string"},
+            "note": {"type": "string"},
+            "issued_at": _string(format="date-time"),
+            "expires_at": _string(format="date-time"),
+            "max_calls": _nullable(_int(1)),
+            "max_cost": _nullable(_money("The grant's budget.")),
+            "input_match": _nullable({"type": "object"}),
+            "calls_used": _int(0),
+            "cost_used": _money("Charged to the grant so far."),
+            "calls_left": _nullable(_int(0)),
+            "cost_left": _nullable(_money("What the grant may still spend.")),
+            "status": {"type": "string", "enum": ["active", "expired", "revoked", "used_up"]},
+            "revoked_by": {"type": "string"},
+            "revoked_at": _string(format="date-time"),
+            "revoke_reason": {"type": "string"},
+        },
+        required=[
+            "grant_id",
+            "tool",
+            "by",
+            "issued_at",
+            "expires_at",
+            "max_calls",
+            "max_cost",
+            "input_match",
+            "calls_used",
+            "cost_used",
+            "calls_left",
+            "cost_left",
+            "status",
+        ],
+        description="An operator's approval of a bounded stream of calls, with what is left.",
+    )
+    return {
+        "Grant": grant,
+        "GrantList": _obj({"grants": {"type": "array", "items": _ref("Grant")}}),
     }
 
 
@@ -525,6 +609,7 @@ def _schemas() -> dict[str, Schema]:
         **_action_schemas(),
         **_log_schemas(),
         **_body_schemas(),
+        **_grant_schemas(),
     }
 
 
@@ -897,6 +982,39 @@ def _agent_paths() -> dict[str, Schema]:
                 "charged, no scar, long-polls answer at once. 409 `invalid_state` unless the "
                 "action is pending; an approve or reject afterwards is 409 too, saying when "
                 "it was cancelled.",
+            )
+        },
+        base + "/grants": {
+            "get": _agent_op(
+                "List the agent's grants",
+                _json_response("Every grant, with what is left.", _ref("GrantList")),
+                description=admin,
+            ),
+            "post": _agent_op(
+                "Grant approval for a bounded stream of calls",
+                _json_response("The grant.", _ref("Grant")),
+                *BODY,
+                *WRITE,
+                "invalid_state",
+                status=201,
+                body="IssueGrant",
+                description=admin + " Writes `grant_issued`. A request the policy would hold "
+                "for approval that matches an unexpired grant with room left is allowed at "
+                "once, its `action_allowed` naming the grant. 409 `invalid_state` when the "
+                "agent is terminated.",
+            ),
+        },
+        base + "/grants/{grant_id}/revoke": {
+            "post": _agent_op(
+                "Revoke a grant",
+                _json_response("The grant, now `revoked`.", _ref("Grant")),
+                *BODY,
+                *WRITE,
+                "invalid_state",
+                params=(_param("grant_id", "path", _string(pattern=GRANT_ID), "A grant."),),
+                body="RevokeGrant",
+                description=admin + " Writes `grant_revoked`. 404 `not_found` for a grant "
+                "the agent does not have; 409 `invalid_state` when revoked already.",
             )
         },
         base + "/scars": {

@@ -132,8 +132,13 @@ async def test_replay_says_ok_on_a_log_the_service_wrote(
         "OK: every record is what the log's own policy would have written "
         f"({len(records)} records, 16 commands re-run, 10 actions)"
     ]
-    # Withdrawn and expired approvals have their own log below (held_log).
-    assert {r["kind"] for r in records} == RECORD_KINDS - {"action_cancelled", "approval_expired"}
+    # Withdrawn and expired approvals (held_log) and grants (granted_log) have their own logs below.
+    assert {r["kind"] for r in records} == RECORD_KINDS - {
+        "action_cancelled",
+        "approval_expired",
+        "grant_issued",
+        "grant_revoked",
+    }
 
 
 async def test_replay_json_report(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -727,3 +732,92 @@ async def test_allowances_written_before_they_named_their_request_replay_clean(
     assert not any("request_hash" in r for r in read(older))
     status, out = replay(older, capsys)
     assert status == 0, out
+
+
+# -- grants: every draw is checked against its grant --------------------------------
+
+
+async def granted_log(agent: Harness) -> None:
+    ask = agent.ask
+    await ask(c.IssueGrant("send", "alice", max_calls=2, ttl_secs=D(600)))  # grt-1
+    await ask(c.IssueGrant("send", "alice", max_cost=D(2), ttl_secs=D(60)))  # grt-2
+    await ask(c.RequestAction("send"))  # act-1 on grt-2 (expires first)
+    await ask(c.RequestAction("send"))  # act-2 on grt-1 (grt-2 spent)
+    await ask(c.RevokeGrant("grt-1", "bob", "enough"))
+    await ask(c.RequestAction("send"))  # act-3 held: nothing left to draw
+
+
+@pytest.fixture
+async def granted(tmp_path: Path) -> Path:
+    return await write_log(tmp_path / "data", granted_log)
+
+
+async def test_a_log_with_grants_replays_clean(
+    granted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(granted)
+    assert [r.get("grant_id") for r in records if r["kind"] == "action_allowed"] == [
+        "grt-2",
+        "grt-1",
+    ]
+    status, out = replay(granted, capsys)
+    assert status == 0, out
+
+
+async def test_a_draw_on_a_revoked_grant_is_caught(
+    granted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(granted)
+    at = index_of(records, "approval_required", "act-3")
+    seq = records[at]["seq"]
+    request = records[at - 1]
+
+    def draw(records: Records) -> int:
+        records[at] = {
+            "kind": "action_allowed",
+            "action_id": "act-3",
+            "cost": 2,
+            "remaining": 94,
+            "log_id": AGENT,
+            "request_hash": request["hash"],
+            "grant_id": "grt-1",
+            "seq": seq,
+            "ts": records[at]["ts"],
+        }
+        return at
+
+    expect_failure(
+        capsys,
+        forge(granted, draw),
+        f"seq {seq} (act-3): log has action_allowed act-3 (cost 2, remaining 94, on grt-1); "
+        "the policy would have written approval_required act-3 (cost 2)",
+    )
+
+
+async def test_a_draw_on_the_wrong_grant_is_caught(
+    granted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forged, seq = forge_fields(granted, "action_allowed", "act-1", grant_id="grt-1")
+    expect_failure(
+        capsys,
+        forged,
+        f'seq {seq} (act-1): action_allowed: grant_id is "grt-1", the policy gives "grt-2"',
+    )
+
+
+async def test_an_approval_passed_off_as_a_draw_is_caught(
+    granted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(granted)
+    at = index_of(records, "action_allowed", "act-2")
+
+    def undraw(records: Records) -> int:
+        records[at] = {k: v for k, v in records[at].items() if k != "grant_id"}
+        return at
+
+    seq = records[at]["seq"]
+    expect_failure(
+        capsys,
+        forge(granted, undraw),
+        f'seq {seq} (act-2): action_allowed: grant_id is missing, the policy gives "grt-1"',
+    )

@@ -49,6 +49,9 @@ def logged(api: Api) -> Agent:
     ok(api.reject(agent, "act-4", approver="dave", reason="no", scar="moderate"))
     ok(agent.act("send_email", input={"to": "zed"}))  # act-7: withdrawn by the agent
     ok(agent.client.post(f"{agent.path}/actions/act-7/cancel", json={"reason": "gave up"}))
+    grant = {"tool": "send_email", "by": "erin", "max_calls": 1, "ttl_secs": 600}
+    ok(api.admin.post(f"{agent.path}/grants", json=grant), 201)  # grt-1
+    ok(api.admin.post(f"{agent.path}/grants/grt-1/revoke", json={"by": "erin"}))
     ok(agent.act("page_oncall"))  # act-8: nobody decides in time
     expired = ok(agent.client.get(f"{agent.path}/actions/act-8", params={"wait": 10}))
     assert expired["status"] == "denied", expired

@@ -342,6 +342,16 @@ def test_answers_of_the_main_flows_match_the_document(
             ck(agent.post(f"{base}/actions/{third}/cancel", json={}))  # 409
             ck(admin.post(f"{base}/actions/{third}/approve", json={"approver": "ann"}))  # 409
             ck(agent.get(f"{base}/actions/{third}"))
+            grant = {"tool": "send_email", "by": "ann", "max_calls": 1, "ttl_secs": 60}
+            ck(admin.post(f"{base}/grants", json=grant))
+            ck(admin.post(f"{base}/grants", json={"tool": "send_email", "by": "ann"}))  # 400
+            drawn = ck(agent.post(f"{base}/actions", json={"tool": "send_email"}))
+            assert drawn["grant_id"] == "grt-1"
+            ck(agent.get(f"{base}/actions/{drawn['action_id']}"))
+            ck(admin.get(f"{base}/grants"))
+            ck(admin.post(f"{base}/grants/grt-1/revoke", json={"by": "ann", "reason": "done"}))
+            ck(admin.post(f"{base}/grants/grt-1/revoke", json={"by": "ann"}))  # 409
+            ck(admin.post(f"{base}/grants/grt-9/revoke", json={"by": "ann"}))  # 404
             ck(agent.post(f"{base}/actions/{allowed['action_id']}/outcome", json={"status": "x"}))
             ck(
                 agent.post(
