@@ -307,3 +307,22 @@ def test_data_dir_what_if_over_a_history_written_through_http(
 
 
 POLICY_BODY = {"budget": 20, "scar_limit": 50, "tools": TOOLS}
+
+
+async def test_grants_of_the_history_are_issued_and_drawn_under_the_candidate_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def script(agent: Harness) -> None:
+        await agent.ask(c.IssueGrant("send", "alice", max_calls=1, ttl_secs=D(600)))
+        await agent.ask(c.RequestAction("send"))  # act-1 drawn on grt-1
+        await agent.ask(c.RequestAction("send"))  # act-2 held
+        await agent.ask(c.Approve("act-2", "alice"))
+
+    log = await write_log(tmp_path / "data", script)
+    same = report(capsys, str(log), "--policy", str(candidate(tmp_path)))
+    assert (same["changed"], same["pending_without_approval"]) == (0, 0)
+    # a costlier send: the grant has room for one call, and the budget for it
+    tools = TOOLS | {"send": {"cost": 15, "requires_approval": True}}
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=tools)))
+    assert result["by_change"] == {"allowed->denied:insufficient_budget": 1}
+    assert result["spent_after"] == 15
