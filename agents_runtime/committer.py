@@ -6,8 +6,9 @@ bytes) to ``Committer.append`` and answers its callers only once that
 returns. The writer takes every batch waiting, as one round: it writes each
 batch to its own agent's log (plain writes, into the page cache), then makes
 them all durable with one flush of the file system holding the logs
-(``logfile.sync_logs``: ``syncfs``, then one ``fdatasync``), then answers
-every actor of the round. While a round is being flushed, the next batches
+(``logfile.sync_logs``: ``syncfs``, then one ``fdatasync``; a round of one
+or two logs fsyncs each instead, as many calls and nothing else flushed),
+then answers every actor of the round. While a round is being flushed, the next batches
 queue up and form the next round, so a slow flush is paid once per round,
 not once per agent: on a disk whose flush takes 1 ms, 100 agents no longer
 get one batch per millisecond between them. The per-agent log files stay
@@ -17,7 +18,8 @@ when they are made durable changed.
 A round's flush is one step for all its batches. If it fails (``EIO``),
 nobody can tell whose pages were lost, so every batch of the round fails:
 each log refuses further writes (``LogFile.fail``) and each actor fences its
-agent, as one failed fsync did before. It is never retried: after a failed
+agent, as one failed fsync did before. (In a round of one or two logs each
+has its own fsync, and a failed one fails its own batch alone.) It is never retried: after a failed
 flush the kernel may have dropped the pages, and a second flush that
 succeeds would acknowledge records that are not on disk. A batch whose
 write fails fails alone, before the flush; the others of the round go on.
@@ -158,17 +160,20 @@ class Committer:
             return results
         wrote = perf_counter()
         try:
-            sync_logs([commit.logfile for commit in written])
-        except Exception as exc:  # one flush for all: all failed
-            results += [(commit, commit.logfile.fail(exc)) for commit in written]
-            return results
+            errors: list[OSError | None] = sync_logs([c.logfile for c in written])
+        except Exception as exc:  # not an I/O error, but nothing is known durable
+            errors = [OSError(f"flush failed: {exc!r}")] * len(written)
         synced = perf_counter()
-        results += [(commit, None) for commit in written]
+        durable = 0
+        for commit, error in zip(written, errors, strict=True):
+            if error is None:
+                results.append((commit, None))
+                durable += commit.data.count(b"\n")  # a record is a line: memchr speed
+            else:
+                results.append((commit, commit.logfile.fail(error)))
         observe = self.on_commit
-        if observe is not None:
-            # A record is a line: counting newlines runs at memchr speed.
-            records = sum(commit.data.count(b"\n") for commit in written)
-            observe(records, wrote - started, synced - wrote)
+        if observe is not None and durable:
+            observe(durable, wrote - started, synced - wrote)
         return results
 
     def close(self) -> None:

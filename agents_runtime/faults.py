@@ -29,10 +29,11 @@ The value is a comma-separated list of ``<agent_id>:<fault>[:<after>]``:
 Example: ``GUARD_TEST_FAULTS="agent-7:eio_fsync:3,agent-9:short_write"``.
 
 ``GUARD_TEST_SLOW_FLUSH_MS`` (a whole number of milliseconds, also read once
-at startup) makes every shared flush of a commit round wait that long
-before it starts: a slow disk, so that the batches of many agents gather in
-each round (the crash test kills guardd in such rounds). The logs of agents
-without a fault then share one ``SlowIO``, so a round still makes one flush.
+at startup) makes every flush of the logs (an fsync or a round's shared
+flush) wait that long before it starts: a slow disk, so that the batches of
+many agents gather in each round (the crash test kills guardd in such
+rounds). The logs of agents without a fault then share one ``SlowIO``, so a
+round still makes one flush.
 """
 
 from __future__ import annotations
@@ -113,10 +114,14 @@ class FaultyIO(FileIO):
 
 
 class SlowIO(FileIO):
-    """The real FileIO whose shared flush first waits ``delay`` seconds."""
+    """The real FileIO whose flushes first wait ``delay`` seconds."""
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
+
+    def fsync(self, fd: int) -> None:
+        time.sleep(self.delay)
+        super().fsync(fd)
 
     def sync_fs(self, fd: int) -> None:
         time.sleep(self.delay)

@@ -196,22 +196,46 @@ class LogFile:
             self._fd = -1
 
 
-def sync_logs(logs: Sequence[LogFile]) -> None:
-    """Make what was ``write``n to ``logs`` durable, or raise OSError.
+# A round of at most this many logs fsyncs each of them instead of the
+# shared flush: no more system calls than syncfs + fdatasync, and nothing
+# else of the file system is flushed (a lone request at low load pays for
+# its own log only).
+FSYNC_EACH_UP_TO = 2
 
-    One ``FileIO.sync_fs`` for each file system and I/O of the logs: in
-    production one file system and one I/O, so one ``syncfs`` and one
-    ``fdatasync`` whatever the number of logs. (A test's FaultyIO takes a
-    turn of its own, so a fault injected into one log's flush reaches the
-    flush every log of the round depends on.) When it raises, nobody can
-    tell which logs' pages were lost, so the caller fails them all.
+
+def sync_logs(logs: Sequence[LogFile]) -> list[OSError | None]:
+    """Make what was ``write``n to ``logs`` durable. Returns, log by log,
+    None or the error that failed it.
+
+    Up to FSYNC_EACH_UP_TO logs: one fsync each, and a failed fsync fails
+    its own log alone. More: one ``FileIO.sync_fs`` for each file system and
+    I/O of the logs, in production one file system and one I/O, so one
+    ``syncfs`` and one ``fdatasync`` whatever the number of logs. (A test's
+    FaultyIO takes a turn of its own, so a fault injected into one log's
+    flush reaches the flush every log of the round depends on.) When a
+    shared flush fails, nobody can tell which logs' pages were lost, so
+    every log of the round fails with it.
     """
+    if len(logs) <= FSYNC_EACH_UP_TO:
+        errors: list[OSError | None] = []
+        for logfile in logs:
+            try:
+                logfile._io.fsync(logfile._fd)
+            except OSError as exc:
+                errors.append(exc)
+            else:
+                errors.append(None)
+        return errors
     flushed: set[tuple[int, int]] = set()
-    for logfile in logs:
-        key = (logfile.device, id(logfile._io))
-        if key not in flushed:
-            flushed.add(key)
-            logfile._io.sync_fs(logfile._fd)
+    try:
+        for logfile in logs:
+            key = (logfile.device, id(logfile._io))
+            if key not in flushed:
+                flushed.add(key)
+                logfile._io.sync_fs(logfile._fd)
+    except OSError as exc:
+        return [exc] * len(logs)
+    return [None] * len(logs)
 
 
 def move_torn_tail(path: Path, contents: LogContents) -> None:

@@ -86,7 +86,7 @@ class Metrics:
         )
         self.fsync_seconds = Histogram(
             "guard_log_fsync_seconds",
-            "Time of the one flush (syncfs + fdatasync) of one commit round",
+            "Time of the flush of one commit round (syncfs + fdatasync, or one fsync a log)",
             buckets=IO_BUCKETS,
             registry=self.registry,
         )

@@ -28,20 +28,30 @@ GATE = "gate"  # its batch holds the writer in a round while the others queue up
 
 
 class CountingIO(FileIO):
-    """The real system calls, counting the shared flushes; ``hold`` keeps
-    the next flush waiting until the test sets ``release``."""
+    """The real system calls, counting the flushes (fsyncs and shared
+    flushes apart); ``hold`` keeps the next flush waiting until the test
+    sets ``release``."""
 
     def __init__(self) -> None:
+        self.fsyncs = 0
         self.flushes = 0
         self.hold = False
         self.holding = threading.Event()
         self.release = threading.Event()
 
-    def sync_fs(self, fd: int) -> None:
+    def _held(self) -> None:
         if self.hold:
             self.hold = False
             self.holding.set()
             self.release.wait(10.0)
+
+    def fsync(self, fd: int) -> None:
+        self._held()
+        super().fsync(fd)
+        self.fsyncs += 1
+
+    def sync_fs(self, fd: int) -> None:
+        self._held()
         super().sync_fs(fd)
         self.flushes += 1
 
@@ -120,11 +130,12 @@ async def test_batches_of_many_agents_waiting_together_share_one_flush(tmp_path:
     io = CountingIO()
     registry = await _registry(tmp_path, lambda agent_id: io)
     try:
-        flushes = io.flushes
+        fsyncs, flushes = io.fsyncs, io.flushes
         replies = await _one_round(registry, io)
         assert [r["decision"] for r in replies if isinstance(r, dict)] == ["allowed"] * 20
-        # the gate's round, then one round for the 20 batches: two flushes, not 21
-        assert io.flushes - flushes == 2
+        # the gate's round (one log: its fsync), then one shared flush for
+        # the 20 batches: two flushes, not 21
+        assert (io.fsyncs - fsyncs, io.flushes - flushes) == (1, 1)
         for agent_id in AGENTS:
             lines = registry.data_dir.log_path(agent_id).read_bytes().splitlines()
             assert b'"kind":"action_allowed"' in lines[-1]
@@ -132,7 +143,7 @@ async def test_batches_of_many_agents_waiting_together_share_one_flush(tmp_path:
         await registry.stop()
 
 
-async def test_no_answer_before_the_shared_flush_returns(tmp_path: Path) -> None:
+async def test_no_answer_before_the_flush_of_its_round_returns(tmp_path: Path) -> None:
     io = CountingIO()
     registry = await _registry(tmp_path, lambda agent_id: io)
     try:
@@ -218,15 +229,16 @@ async def test_a_failed_write_fails_only_its_own_batch_of_the_round(tmp_path: Pa
 def test_sync_logs_flushes_each_file_system_and_io_once(tmp_path: Path) -> None:
     io = CountingIO()
     logs = [LogFile.create(tmp_path / f"a{n}.jsonl", b"", io) for n in range(5)]
+    created = io.fsyncs
     try:
         for n, log in enumerate(logs):
             log.write(b'{"n":%d}\n' % n)
-        sync_logs(logs)
-        assert io.flushes == 1
+        assert sync_logs(logs) == [None] * 5
+        assert (io.fsyncs - created, io.flushes) == (0, 1)
         other = CountingIO()
         extra = LogFile.create(tmp_path / "b.jsonl", b"", other)
         try:
-            sync_logs([*logs, extra])
+            assert sync_logs([*logs, extra]) == [None] * 6
             assert (io.flushes, other.flushes) == (2, 1)
         finally:
             extra.close()
@@ -234,6 +246,23 @@ def test_sync_logs_flushes_each_file_system_and_io_once(tmp_path: Path) -> None:
         for log in logs:
             log.close()
     assert (tmp_path / "a3.jsonl").read_bytes() == b'{"n":3}\n'
+
+
+def test_a_round_of_one_or_two_logs_fsyncs_each_and_fails_alone(tmp_path: Path) -> None:
+    io = CountingIO()
+    good = LogFile.create(tmp_path / "good.jsonl", b"", io)
+    bad = LogFile.create(tmp_path / "bad.jsonl", b"", FaultyIO(Fault("bad", EIO_FSYNC, after=1)))
+    created = io.fsyncs
+    try:
+        assert sync_logs([good]) == [None]
+        errors = sync_logs([good, bad])
+        assert errors[0] is None
+        assert isinstance(errors[1], OSError)
+        assert "injected fsync fault" in str(errors[1])
+        assert (io.fsyncs - created, io.flushes) == (2, 0)
+    finally:
+        good.close()
+        bad.close()
 
 
 def test_a_log_refuses_writes_after_its_shared_flush_failed(tmp_path: Path) -> None:

@@ -230,20 +230,23 @@ ROUND = [f"round-{n:02d}" for n in range(20)]
 def test_a_failed_shared_flush_is_500_for_every_agent_of_its_round_and_fences_each(
     tmp_path: Path,
 ) -> None:
-    """A slow disk (every flush waits 800 ms first) so the 20 requests sent
-    while the gate's round is being flushed all gather in the next round;
-    the fault is on one agent's flush (its log's creation is its one good
-    append), so that round's one flush fails, for all 20."""
+    """The agents are created first; then guardd runs on a slow disk (every
+    flush waits 800 ms first), so the 20 requests sent while the gate's
+    round is being flushed all gather in the next round, and with a fault
+    on one agent's flush, so that round's one flush fails, for all 20."""
     victim = ROUND[7]
-    env = {"GUARD_TEST_FAULTS": f"{victim}:{EIO_FSYNC}:1", SLOW_FLUSH_VAR: "800"}
-    server = GuardServer(tmp_path / "guard-data", env=env)
+    server = GuardServer(tmp_path / "guard-data")
     clients = []
     try:
         server.start()
+        with server.client(server.admin_token) as creator:
+            for agent_id in ["gate", *ROUND]:
+                body = {"agent_id": agent_id, "policy": policy()}
+                ok_json(creator.post("/v1/agents", json=body), 201)
+        server.extra_env = {"GUARD_TEST_FAULTS": f"{victim}:{EIO_FSYNC}", SLOW_FLUSH_VAR: "800"}
+        server.restart()
         admin = server.client(server.admin_token)
         clients.append(admin)
-        for agent_id in ["gate", *ROUND]:
-            ok_json(admin.post("/v1/agents", json={"agent_id": agent_id, "policy": policy()}), 201)
         before = {a: ok_json(admin.get(f"/v1/agents/{a}")) for a in ROUND}
         own = {a: server.client(server.admin_token) for a in ["gate", *ROUND]}
         clients += own.values()
