@@ -3,6 +3,7 @@
 
 import * as api from "./api.js";
 import { agentDetail } from "./detail.js";
+import { grantsView } from "./grants.js";
 import { disableNotifications, enableNotifications, notify, notifyState } from "./notify.js";
 import { decidedElsewhere, ownDecision, pendingItem, unknownDecision } from "./pending.js";
 import { paintTimes, setTime, timeText } from "./times.js";
@@ -142,6 +143,12 @@ async function change(run) {
 const agentActions = {
   operatorName,
   verify: (id) => act(() => api.get(api.path`/v1/agents/${id}/verify`)),
+  async revokeGrant(id, grantId) {
+    const by = requireOperator();
+    const grant = await change(() => api.post(api.path`/v1/agents/${id}/grants/${grantId}/revoke`, { by }));
+    flash(`${grant.grant_id} of ${id} revoked`);
+    refresh();
+  },
   async terminate(id, reason, by) {
     if (!reason.trim() || !by.trim()) throw new Error("Reason and operator name are required.");
     await change(() => api.post(api.path`/v1/agents/${id}/terminate`, { reason, by: by.trim() }));
@@ -202,6 +209,17 @@ const pendingActions = {
     if (scar) body.scar = scar;
     const url = api.path`/v1/agents/${entry.agent_id}/actions/${entry.action.action_id}/reject`;
     await decideOn(entry, "reject", url, body);
+  },
+  /** Grant first (a bad grant leaves the action pending), then approve this one. */
+  async approveAndGrant(entry, note, grant) {
+    const body = { tool: entry.action.tool, by: requireOperator(), ...grant };
+    if (note.trim()) body.note = note;
+    if (body.max_calls === undefined && body.max_cost === undefined) {
+      throw new Error("A grant needs a bound: a number of calls, a cost, or both.");
+    }
+    const issued = await change(() => api.post(api.path`/v1/agents/${entry.agent_id}/grants`, body));
+    flash(`${issued.grant_id} issued for ${issued.tool} of ${entry.agent_id}`);
+    await pendingActions.approve(entry, note);
   },
   dismiss(entry) {
     const key = pendingKey(entry.agent_id, entry.action.action_id);
@@ -352,6 +370,9 @@ async function refreshDetail(view) {
       if (detail !== view) return;
       view.setPolicy(policy);
     }
+    const { grants } = await api.get(api.path`/v1/agents/${view.agentId}/grants`);
+    if (detail !== view) return;
+    view.setGrants(grants);
     const after = view.logAfter(status.head);
     const log = await api.get(`${api.path`/v1/agents/${view.agentId}/log`}?after=${after}&limit=${view.logLimit()}`);
     if (detail !== view) return;
@@ -419,7 +440,7 @@ function route() {
   }
   if (view === "detail") {
     if (detail?.agentId !== agentId) {
-      detail = agentDetail(agentId, LOG_TAIL);
+      detail = agentDetail(agentId, LOG_TAIL, grantsView(agentId, agentActions));
       setText($("detail-id"), agentId);
       $("detail-body").replaceChildren(detail.el);
       refreshDetail(detail).catch(handleError);

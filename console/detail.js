@@ -193,7 +193,7 @@ function quarantineHelp(agentId, message, listError) {
 }
 
 /** The detail view of one agent. */
-export function agentDetail(agentId, logTail) {
+export function agentDetail(agentId, logTail, grants) {
   const status = h("dl", { class: "status", testid: "detail-status" });
   const quarantine = h("div", { class: "quarantine", role: "alert", testid: "detail-quarantined", hidden: true });
   const policy = h("div", { class: "policy-view", testid: "detail-policy" }, h("p", { class: "empty" }, "Loading…"));
@@ -210,6 +210,8 @@ export function agentDetail(agentId, logTail) {
     status,
     h("h3", {}, "Policy"),
     policy,
+    h("h3", {}, "Grants"),
+    grants.el,
     h("h3", {}, "Decisions, newest first"),
     historyNote,
     noHistory,
@@ -252,6 +254,9 @@ export function agentDetail(agentId, logTail) {
     setPolicy(p) {
       view.needsPolicy = false;
       policy.replaceChildren(...policyView(p));
+    },
+    setGrants(list) {
+      grants.update(list);
     },
     quarantined(message, listError) {
       quarantine.replaceChildren(...quarantineHelp(agentId, message, listError));

@@ -7,6 +7,7 @@
 // The decision row is a list of small forms (decisionForms): a new kind of
 // decision is one more form there, nothing else changes.
 
+import { grantForm } from "./grants.js";
 import { reasonText } from "./history.js";
 import { setTime, timeEl } from "./times.js";
 import { errorLine, errorText, h, num, prettyJson, setText, show } from "./views.js";
@@ -67,7 +68,11 @@ function rejectForm(entry, actions, decide) {
 
 /** The forms of the decision row, in order. */
 function decisionForms(entry, actions, decide) {
-  return [approveForm(entry, actions, decide), rejectForm(entry, actions, decide)];
+  return [
+    approveForm(entry, actions, decide),
+    rejectForm(entry, actions, decide),
+    grantForm(entry, actions, decide),
+  ];
 }
 
 /** What the agent's budget says about this action: left, and whether it is enough. */
@@ -86,7 +91,7 @@ function budgetText(cost, agent) {
 
 /**
  * A pending entry plus its agent_id. `actions` has approve(entry, note),
- * reject(entry, reason, scar) and dismiss(entry). update(entry) takes the
+ * reject(entry, reason, scar), approveAndGrant(entry, note, grant) and dismiss(entry). update(entry) takes the
  * entry again, with `agent`: its agent's row of GET /v1/agents; settle(how, said)
  * turns it into a decided card (see ownDecision and decidedElsewhere).
  */
