@@ -246,7 +246,7 @@ def test_generated_requests_conform_to_the_document(fuzz_server: GuardServer) ->
 def test_no_file_outside_agents_was_written(fuzz_server: GuardServer) -> None:
     data_dir = fuzz_server.data_dir
     top = {path.name for path in data_dir.iterdir()}
-    assert top == {"keys", "agents"}
+    assert top == {"keys", "agents", "checkpoints", "lock"}
     assert {path.name for path in (data_dir / "keys").iterdir()} == {
         "audit.key",
         "audit.pub",
