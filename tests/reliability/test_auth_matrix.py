@@ -61,6 +61,7 @@ class Route:
             self.rule.replace("<agent_id>", agent_id)
             .replace("<action_id>", "act-2" if pending_only else "act-1")
             .replace("<name>", "app.js")
+            .replace("<grant_id>", "grt-1")
         )
 
 
@@ -100,6 +101,15 @@ ROUTES = [
         {"approver": "op", "reason": "no"},
     ),
     Route("POST", "/v1/agents/<agent_id>/actions/<action_id>/cancel", AGENT_OR_ADMIN, {}),
+    Route(
+        "POST",
+        "/v1/agents/<agent_id>/grants",
+        ADMIN_ONLY,
+        {"tool": "send", "by": "op", "max_calls": 1, "ttl_secs": 60},
+        201,
+    ),
+    Route("GET", "/v1/agents/<agent_id>/grants", ADMIN_ONLY),
+    Route("POST", "/v1/agents/<agent_id>/grants/<grant_id>/revoke", ADMIN_ONLY, {"by": "op"}),
     Route("POST", "/v1/agents/<agent_id>/scars", ADMIN_ONLY, {"severity": "minor", "reason": "r"}),
     Route("POST", "/v1/agents/<agent_id>/terminate", ADMIN_ONLY, {"reason": "r", "by": "op"}),
     Route("GET", "/v1/agents/<agent_id>/log", ADMIN_ONLY),
@@ -165,12 +175,14 @@ class Matrix:
         self.count = 0
 
     def create(self, agent_id: str) -> str:
-        """A fresh agent with act-1 allowed and act-2 pending; its token."""
+        """A fresh agent with act-1 allowed, act-2 pending and grant grt-1; its token."""
         body = {"agent_id": agent_id, "policy": policy()}
         token: str = ok_json(self.admin.post("/v1/agents", json=body), 201)["token"]
         for tool, decision in (("work", "allowed"), ("send", "pending_approval")):
             answer = ok_json(self.admin.post(f"/v1/agents/{agent_id}/actions", json={"tool": tool}))
             assert answer["decision"] == decision
+        grant = {"tool": "send", "by": "op", "max_calls": 1, "ttl_secs": 600}
+        ok_json(self.admin.post(f"/v1/agents/{agent_id}/grants", json=grant), 201)
         return token
 
     def fresh_id(self) -> str:

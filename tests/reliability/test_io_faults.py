@@ -99,6 +99,7 @@ def test_failed_log_write_is_500_fences_the_agent_and_restart_recovers(
 
     # One append still succeeds; its state is the committed state from here on.
     first = ok_json(admin.post(f"{victim_url}/actions", json=_WORK))
+    assert len(first.pop("receipt")) == 2
     assert first == {"decision": "allowed", "action_id": "act-3", "cost": 1, "remaining": 999997}
     committed = ok_json(admin.get(victim_url))
     committed_records = read_log(admin, VICTIM)
