@@ -38,7 +38,7 @@ from typing import Any
 from guardd.errors import STATUS
 from guardd.jsonio import JSON_TYPE, MAX_BODY, SECURITY_HEADERS, dumps
 
-MAX_REQUESTS_IN_FLIGHT = 1000
+MAX_REQUESTS_IN_FLIGHT = 4096  # long-polls of a large fleet count too
 MAX_BODY_IN_FLIGHT = 64 * 1024 * 1024  # bytes
 BODY_DEADLINE = 10  # seconds for a whole request body to arrive
 
