@@ -47,7 +47,7 @@ from time import perf_counter
 
 import attrs
 
-from agents_runtime.logfile import LogFile, sync_logs
+from agents_runtime.logfile import FlushAnchors, LogFile, sync_logs
 
 # Told of each round made durable: its records, the seconds its writes took
 # (all batches) and the seconds of its one flush.
@@ -105,6 +105,7 @@ class Committer:
         self._queued: collections.deque[_Commit] = collections.deque()
         self._wake: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
+        self._anchors = FlushAnchors()  # used by the writer thread only
 
     async def append(self, logfile: LogFile, data: bytes) -> None:
         """Return once ``data`` is written and durable; raise LogWriteError if not."""
@@ -160,7 +161,7 @@ class Committer:
             return results
         wrote = perf_counter()
         try:
-            errors: list[OSError | None] = sync_logs([c.logfile for c in written])
+            errors: list[OSError | None] = sync_logs([c.logfile for c in written], self._anchors)
         except Exception as exc:  # not an I/O error, but nothing is known durable
             errors = [OSError(f"flush failed: {exc!r}")] * len(written)
         synced = perf_counter()
@@ -182,3 +183,4 @@ class Committer:
         if writer is not None:
             self._wake.put(False)
             writer.join()
+        self._anchors.close()

@@ -80,8 +80,9 @@ class FileIO:
         os.fsync(fd)
 
     def sync_fs(self, fd: int) -> None:
-        """Make everything written to the file system holding ``fd`` durable:
-        ``syncfs``, then ``fdatasync`` of ``fd``.
+        """Make everything written to the file system holding ``fd`` (the
+        logs' directory, see FlushAnchors) durable: ``syncfs``, then
+        ``fdatasync`` of ``fd``.
 
         ``syncfs`` writes and waits for the data and inodes of every file of
         the file system, and since Linux 5.8 reports a writeback error that
@@ -203,18 +204,47 @@ class LogFile:
 FSYNC_EACH_UP_TO = 2
 
 
-def sync_logs(logs: Sequence[LogFile]) -> list[OSError | None]:
+class FlushAnchors:
+    """One descriptor per file system for the shared flushes of its logs:
+    the directory of the first log flushed there, opened once.
+
+    ``syncfs`` reports a writeback error of the file system once per open
+    file description (Linux 5.8 and later). Through the logs' own
+    descriptors, one error would fail the first round flushed through each
+    of them in turn, fencing agent after agent long after it struck; through
+    one descriptor, it fails the round it struck (whose pages it may have
+    lost) and no other.
+    """
+
+    def __init__(self) -> None:
+        self._fds: dict[int, int] = {}
+
+    def fd_for(self, logfile: LogFile) -> int:
+        fd = self._fds.get(logfile.device)
+        if fd is None:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+            fd = self._fds[logfile.device] = os.open(logfile.path.parent, flags)
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def sync_logs(logs: Sequence[LogFile], anchors: FlushAnchors | None = None) -> list[OSError | None]:
     """Make what was ``write``n to ``logs`` durable. Returns, log by log,
     None or the error that failed it.
 
     Up to FSYNC_EACH_UP_TO logs: one fsync each, and a failed fsync fails
     its own log alone. More: one ``FileIO.sync_fs`` for each file system and
     I/O of the logs, in production one file system and one I/O, so one
-    ``syncfs`` and one ``fdatasync`` whatever the number of logs. (A test's
-    FaultyIO takes a turn of its own, so a fault injected into one log's
-    flush reaches the flush every log of the round depends on.) When a
-    shared flush fails, nobody can tell which logs' pages were lost, so
-    every log of the round fails with it.
+    ``syncfs`` and one ``fdatasync`` whatever the number of logs, through
+    the file system's descriptor in ``anchors`` (without, through the first
+    log's own). (A test's FaultyIO takes a turn of its own, so a fault
+    injected into one log's flush reaches the flush every log of the round
+    depends on.) When a shared flush fails, nobody can tell which logs'
+    pages were lost, so every log of the round fails with it.
     """
     if len(logs) <= FSYNC_EACH_UP_TO:
         errors: list[OSError | None] = []
@@ -232,7 +262,8 @@ def sync_logs(logs: Sequence[LogFile]) -> list[OSError | None]:
             key = (logfile.device, id(logfile._io))
             if key not in flushed:
                 flushed.add(key)
-                logfile._io.sync_fs(logfile._fd)
+                fd = logfile._fd if anchors is None else anchors.fd_for(logfile)
+                logfile._io.sync_fs(fd)
     except OSError as exc:
         return [exc] * len(logs)
     return [None] * len(logs)

@@ -19,12 +19,23 @@ from agents_runtime.committer import Committer
 from agents_runtime.datadir import DataDir
 from agents_runtime.errors import AgentUnavailable, LogWriteError
 from agents_runtime.faults import EIO_FSYNC, EIO_WRITE, Fault, FaultyIO
-from agents_runtime.logfile import DEFAULT_IO, FileIO, LogFile, sync_logs
+from agents_runtime.logfile import DEFAULT_IO, FileIO, FlushAnchors, LogFile, sync_logs
 from agents_runtime.registry import Registry
 from tests.agents_runtime.support import FakeClock, policy, running_registry, write_test_keys
 
 AGENTS = [f"agent-{n:02d}" for n in range(20)]
 GATE = "gate"  # its batch holds the writer in a round while the others queue up
+
+
+class RecordingIO(FileIO):
+    """The real system calls, noting the descriptor of each shared flush."""
+
+    def __init__(self) -> None:
+        self.flushed: list[int] = []
+
+    def sync_fs(self, fd: int) -> None:
+        super().sync_fs(fd)
+        self.flushed.append(fd)
 
 
 class CountingIO(FileIO):
@@ -276,3 +287,24 @@ def test_a_log_refuses_writes_after_its_shared_flush_failed(tmp_path: Path) -> N
             log.write(b"{}\n")
     finally:
         log.close()
+
+
+def test_every_shared_flush_of_a_file_system_goes_through_one_descriptor(tmp_path: Path) -> None:
+    # syncfs reports a writeback error once per open file description: one
+    # descriptor for all rounds makes an error fail the round it struck only.
+    io = RecordingIO()
+    logs = [LogFile.create(tmp_path / f"a{n}.jsonl", b"", io) for n in range(4)]
+    anchors = FlushAnchors()
+    try:
+        for first in range(2):  # rounds led by different logs
+            round_ = logs[first:] + logs[:first]
+            for log in round_:
+                log.write(b"{}\n")
+            assert sync_logs(round_, anchors) == [None] * 4
+        assert len(io.flushed) == 2
+        assert io.flushed[0] == io.flushed[1] == anchors.fd_for(logs[3])
+        assert os.path.samestat(os.fstat(io.flushed[0]), os.stat(tmp_path))
+    finally:
+        anchors.close()
+        for log in logs:
+            log.close()
