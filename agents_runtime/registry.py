@@ -90,10 +90,13 @@ class Registry:
         self._creating: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._running = False
-        # Checkpoints: the head each file holds (as read or last written),
-        # the agents whose committed head moved since the last round, and the
-        # loaded logs to fsync before a checkpoint first names their records.
-        self._saved: dict[str, Head] = {}
+        # Checkpoints: the seq each file holds (as read or last written: a
+        # seq is enough, since a head only moves forward and the hash at the
+        # checkpoint's seq was verified at load; a Head per agent would cost
+        # ~0.2 KiB of each idle agent), the agents whose committed head moved
+        # since the last round, and the loaded logs to fsync before a
+        # checkpoint first names their records.
+        self._saved_seq: dict[str, int] = {}
         self._moved: set[str] = set()
         self._unsynced: set[str] = set()
         self._closing = asyncio.Event()
@@ -102,7 +105,6 @@ class Registry:
         # a round still on its thread when stop() gives up waiting for it
         # must not overwrite the final round's newer heads.
         self._write_lock = threading.Lock()
-        self._written_seq: dict[str, int] = {}
 
     # -- startup -------------------------------------------------------------
 
@@ -149,7 +151,7 @@ class Registry:
                 continue
             if checkpoint is not None:
                 found[agent_id] = checkpoint
-                self._saved[agent_id] = Head(checkpoint.seq, checkpoint.hash)
+                self._saved_seq[agent_id] = checkpoint.seq
         known = set(ids)
         for agent_id in self.checkpoints.agent_ids():
             if agent_id in known:
@@ -195,7 +197,7 @@ class Registry:
             logfile = LogFile.open(path, self.io_for(agent_id))
         self.actors[agent_id] = self._actor(loaded.state, logfile, length)
         head = loaded.state.head
-        saved = self._saved.get(agent_id)
+        saved = self._saved_seq.get(agent_id)
         if saved is None:
             log.warning(
                 "agent %s: no checkpoint; %s from its verified log (%s)",
@@ -203,7 +205,7 @@ class Registry:
                 "not written (read-only)" if self.ring.read_only else "one is written",
                 head.checkpoint(),
             )
-        if saved != head:
+        if saved != head.seq:
             # Records this process has not fsynced itself: the log is fsynced
             # before a checkpoint names them (kill -9 keeps them in the page
             # cache, a power loss might not).
@@ -270,7 +272,7 @@ class Registry:
         heads = {}
         for agent_id in moved:
             head = self.actors[agent_id].committed_head
-            if head != self._saved.get(agent_id):
+            if head.seq != self._saved_seq.get(agent_id):
                 heads[agent_id] = head
         if not heads:
             return
@@ -285,15 +287,14 @@ class Registry:
             )
             self._moved.update(heads)
             return
-        self._saved.update(heads)
         self._unsynced.difference_update(heads)
 
     def _write_checkpoints(self, heads: dict[str, Head], sync: list[Path]) -> None:
         with self._write_lock:
-            written = self._written_seq
-            newer = {a: h for a, h in heads.items() if h.seq > written.get(a, -1)}
+            saved = self._saved_seq
+            newer = {a: h for a, h in heads.items() if h.seq > saved.get(a, -1)}
             self.checkpoints.write(newer, sync)
-            written.update((a, h.seq) for a, h in newer.items())
+            saved.update((a, h.seq) for a, h in newer.items())
 
     # -- lookup --------------------------------------------------------------
 

@@ -112,6 +112,22 @@ class Scar:
     action_id: str | None
 
 
+class _NoGrants(dict[str, "Grant"]):
+    """The grants of an agent that never had one: one empty dict shared by
+    all such agents (an empty dict each would cost 64 bytes of every idle
+    agent), never written to, and pickled as itself (startup workers send
+    states back by pickle)."""
+
+    def __setitem__(self, key: str, value: Grant) -> None:
+        raise TypeError("NO_GRANTS is shared: give the agent a dict of its own first")
+
+    def __reduce__(self) -> str:
+        return "NO_GRANTS"
+
+
+NO_GRANTS = _NoGrants()
+
+
 @attrs.define(slots=True)
 class AgentState:
     agent_id: str
@@ -132,7 +148,8 @@ class AgentState:
     held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
     pending: dict[str, Action] = attrs.field(factory=dict)  # insertion order = oldest first
     idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
-    grants: dict[str, Grant] = attrs.field(factory=dict)  # grt-n -> grant, in issue order
+    # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
+    grants: dict[str, Grant] = NO_GRANTS
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
     # The ts of every action_allowed, in order (ts never goes backwards): the
     # rate check counts its tail by bisection, under any policy.
@@ -434,6 +451,8 @@ def _grant_issued(state: AgentState, r: dict[str, Any]) -> None:
     if grant_id != f"grt-{len(state.grants) + 1}":
         raise ValueError(f"{grant_id} issued where grt-{len(state.grants) + 1} comes next")
     max_cost = r["max_cost"]
+    if state.grants is NO_GRANTS:
+        state.grants = {}
     state.grants[grant_id] = Grant(
         grant_id=grant_id,
         seq=r["seq"],
