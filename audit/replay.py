@@ -351,10 +351,7 @@ class _Replayer:
             )
             self._skip_command()
             return
-        while self.continuing():
-            extra = self.records[self.index]
-            self.problem(extra, f"unexpected {describe(extra)}: the policy writes no such record")
-            self.index += 1
+        self._unexpected_rest()
 
     def _expiry(self, record: dict[str, Any], now: float) -> None:
         """The actor's timer at ``now``: expire_due must write these records."""
@@ -368,10 +365,7 @@ class _Replayer:
             )
             self._skip_command()
             return
-        while self.continuing():
-            extra = self.records[self.index]
-            self.problem(extra, f"unexpected {describe(extra)}: the policy writes no such record")
-            self.index += 1
+        self._unexpected_rest()
 
     def _check_overdue(self, record: dict[str, Any], now: float) -> None:
         """The actor expires what is due before it runs any command of a batch."""
@@ -383,6 +377,14 @@ class _Replayer:
                     f"{action.action_id} is still pending at {record['ts']}, past its approval "
                     "timeout: the policy would have written approval_expired before this",
                 )
+
+    def _unexpected_rest(self) -> None:
+        """Report each further record of this command: the behaviour wrote
+        no more."""
+        while self.continuing():
+            extra = self.records[self.index]
+            self.problem(extra, f"unexpected {describe(extra)}: the policy writes no such record")
+            self.index += 1
 
     def _skip_command(self) -> None:
         """Pass over a command the policy would not have run. A request is
