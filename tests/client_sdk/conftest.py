@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from client_sdk import AdminClient, AsyncAdminClient, CreatedAgent, Retry
+from client_sdk import AdminClient, AsyncAdminClient, CreatedAgent, GuardClient, Retry
 from tests.support.server import GuardServer
 
 # Fast retries: the tests exercise them, nobody needs to wait.
@@ -64,3 +64,17 @@ def new_agent(admin: AdminClient) -> Callable[..., CreatedAgent]:
         return admin.create_agent(f"agent-{next(_agent_numbers)}", policy(**overrides))
 
     return create
+
+
+@pytest.fixture
+def connect(server: GuardServer) -> Iterator[Callable[[CreatedAgent], GuardClient]]:
+    """A function that opens an agent client on a created agent; all closed after the test."""
+    clients: list[GuardClient] = []
+
+    def connect(created: CreatedAgent) -> GuardClient:
+        clients.append(GuardClient(created.token, base_url=server.url, retry=FAST_RETRY))
+        return clients[-1]
+
+    yield connect
+    for client in clients:
+        client.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
 from decimal import Decimal
 
 import pytest
@@ -13,27 +12,10 @@ from client_sdk import (
     ActionDenied,
     AdminClient,
     ApprovalTimeout,
-    CreatedAgent,
     Forbidden,
-    GuardClient,
     InvalidState,
     ToolInputError,
 )
-from tests.client_sdk.conftest import FAST_RETRY
-from tests.support.server import GuardServer
-
-
-@pytest.fixture
-def connect(server: GuardServer) -> Iterator[Callable[[CreatedAgent], GuardClient]]:
-    clients: list[GuardClient] = []
-
-    def connect(created: CreatedAgent) -> GuardClient:
-        clients.append(GuardClient(created.token, base_url=server.url, retry=FAST_RETRY))
-        return clients[-1]
-
-    yield connect
-    for client in clients:
-        client.close()
 
 
 def decide_when_pending(

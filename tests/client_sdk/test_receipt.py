@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -32,19 +32,6 @@ from tests.client_sdk.conftest import FAST_RETRY
 from tests.support.server import GuardServer
 
 INPUT = {"to": "ops@example.com", "amount": 12.5, "tags": ["é", "😀"], "n": 3}
-
-
-@pytest.fixture
-def connect(server: GuardServer) -> Iterator[Callable[[CreatedAgent], GuardClient]]:
-    clients: list[GuardClient] = []
-
-    def connect(created: CreatedAgent) -> GuardClient:
-        clients.append(GuardClient(created.token, base_url=server.url, retry=FAST_RETRY))
-        return clients[-1]
-
-    yield connect
-    for client in clients:
-        client.close()
 
 
 @pytest.fixture
