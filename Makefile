@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: run test lint bench chromium wrk strace clean
+.PHONY: run test lint bench chromium postgresql wrk strace clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -28,10 +28,10 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-dev chromium lint
+test: $(VENV)/.installed-dev chromium postgresql lint
 	$(BIN)/pytest
 
-bench: $(VENV)/.installed-dev wrk strace
+bench: $(VENV)/.installed-dev wrk strace postgresql
 	$(BIN)/python -m bench
 
 # The console tests drive Debian's Chromium; Playwright cannot download a browser here.
@@ -42,6 +42,17 @@ chromium:
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq chromium >/dev/null; \
 	else \
 		echo "make test needs Chromium at /usr/bin/chromium: run 'sudo apt-get install chromium'" >&2; exit 1; \
+	fi
+
+# The PostgreSQL store's tests and benchmark start their own server with Debian's
+# initdb and pg_ctl (never a system service); `make run` needs no database.
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's postgresql for the PostgreSQL store's tests"; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq postgresql >/dev/null; \
+	else \
+		echo "make test and make bench need PostgreSQL's initdb and pg_ctl: run 'sudo apt-get install postgresql'" >&2; exit 1; \
 	fi
 
 wrk:
