@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from agents_runtime.verify import Failure
+    from agents_runtime.log.verify import Failure
 
 
 class GuardError(Exception):

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeAlias
 
-from agents_runtime.checkpoint import CheckpointFileError, read_checkpoint_file
-from agents_runtime.datadir import valid_agent_id
-from agents_runtime.verify import Checkpoint
+from agents_runtime.log.checkpoint import CheckpointFileError, read_checkpoint_file
+from agents_runtime.log.files.datadir import valid_agent_id
+from agents_runtime.log.verify import Checkpoint
 from audit.errors import AuditError, UsageError
 from audit.replay import add_subcommand as _add_replay
 from audit.show import canonical_lines, table

@@ -5,7 +5,7 @@ Replay checks that: it folds the records into agent state with the service's
 own ``state.apply`` and, at each record that starts a command (a request, an
 approval, a rejection, an outcome, an operator scar, a terminate, a policy
 change), rebuilds that command from the record and runs the service's own
-behaviour (``agents_runtime.agent``, which calls ``checks.decide``) on the
+behaviour (``agents_runtime.core.behaviour``, which calls ``checks.decide``) on the
 state before it, with the record's ``ts`` as the clock. An ``approval_expired``
 record is re-run as the actor's timer runs it: ``agent.expire_due`` at its
 ``ts`` must write exactly the expiries the log has there (none before an
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agents_runtime import canonical
-from agents_runtime import commands as c
-from agents_runtime.agent import HANDLERS, SYSTEM, expire_due
+from agents_runtime.core import commands as c
+from agents_runtime.core.behaviour import HANDLERS, SYSTEM, expire_due
+from agents_runtime.core.policy import parse_policy
+from agents_runtime.core.state import AgentState, apply, expired_actions, parse_ts
 from agents_runtime.errors import AgentError, PolicyError
-from agents_runtime.policy import parse_policy
-from agents_runtime.record import SEALED_FIELDS, ZERO_HASH
-from agents_runtime.state import AgentState, apply, expired_actions, parse_ts
+from agents_runtime.log import canonical
+from agents_runtime.log.record import SEALED_FIELDS, ZERO_HASH
 from audit.errors import UnknownFormat, UsageError
 from audit.source import read_source, shown
 from audit.verification import verify_source

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from agents_runtime import canonical
 from agents_runtime.errors import CanonicalError
+from agents_runtime.log import canonical
 from audit.source import Source
 
 COMMON_FIELDS = frozenset({"seq", "kind", "ts", "prev", "hash", "sig"})

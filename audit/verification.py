@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from agents_runtime import canonical
 from agents_runtime.errors import CanonicalError, VerificationError
-from agents_runtime.verify import (
+from agents_runtime.log import canonical
+from agents_runtime.log.verify import (
     KEY_MISMATCH,
     LOG_ID_MISMATCH,
     NOT_JSON,

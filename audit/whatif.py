@@ -4,7 +4,7 @@ real history, before anyone deploys it.
 The log is verified first and only read. The candidate stands in for the
 log's first ``policy`` record: from the same starting state (the genesis and
 the candidate), every command of the history is run again through the
-service's own behaviour (``agents_runtime.agent``) at its record's ``ts``, on
+service's own behaviour (``agents_runtime.core.behaviour``) at its record's ``ts``, on
 a state of its own, and each action's final decision is compared with the
 one the log holds. Later ``policy`` records are left out (the report counts
 them): the candidate is judged alone.
@@ -40,14 +40,10 @@ from typing import Any
 
 import attrs
 
-from agents_runtime import canonical
-from agents_runtime import commands as c
-from agents_runtime.agent import HANDLERS, expire_due
-from agents_runtime.datadir import valid_agent_id
-from agents_runtime.errors import AgentError, CanonicalError, PolicyError
-from agents_runtime.policy import Policy, parse_policy, policy_json
-from agents_runtime.record import ZERO_HASH, Head
-from agents_runtime.state import (
+from agents_runtime.core import commands as c
+from agents_runtime.core.behaviour import HANDLERS, expire_due
+from agents_runtime.core.policy import Policy, parse_policy, policy_json
+from agents_runtime.core.state import (
     ALLOWED,
     PENDING,
     AgentState,
@@ -56,6 +52,10 @@ from agents_runtime.state import (
     apply,
     parse_ts,
 )
+from agents_runtime.errors import AgentError, CanonicalError, PolicyError
+from agents_runtime.log import canonical
+from agents_runtime.log.files.datadir import valid_agent_id
+from agents_runtime.log.record import ZERO_HASH, Head
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
 from audit.replay import command_for
 from audit.source import data_dir_agent_id, read_source, shown

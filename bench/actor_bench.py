@@ -4,7 +4,7 @@ agent actors, against the raw floor of signing and writing the same records.
 Each command is decided, writes two records (``action_requested`` and
 ``action_allowed``) and is answered only after its batch is written and
 durable (group commit: one write per batch, one flush per round of batches
-of every agent, agents_runtime/committer.py).
+of every agent, agents_runtime/log/files/committer.py).
 
 Measured, interleaved in one run, on guardd's event loop (uvloop):
   actor     ``ref.ask(RequestAction)`` from many concurrent askers, through
@@ -49,15 +49,15 @@ from typing import Any
 
 import attrs
 
-from agents_runtime import canonical
-from agents_runtime import commands as c
-from agents_runtime.committer import Committer
-from agents_runtime.datadir import DataDir
-from agents_runtime.keys import Signer
-from agents_runtime.logfile import LogFile, sync_logs
-from agents_runtime.policy import parse_policy
-from agents_runtime.record import Head, seal
-from agents_runtime.registry import Registry
+from agents_runtime.core import commands as c
+from agents_runtime.core.policy import parse_policy
+from agents_runtime.log import canonical
+from agents_runtime.log.files.committer import Committer
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import LogFile, sync_logs
+from agents_runtime.log.keys import Signer
+from agents_runtime.log.record import Head, seal
+from agents_runtime.runtime.registry import Registry
 from guardd.__main__ import tune_gc
 
 TARGET_RATIO = 0.80

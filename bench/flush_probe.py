@@ -33,7 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agents_runtime.logfile import _syncfs
+from agents_runtime.log.files.logfile import _syncfs
 
 LINE = b"x" * 300 + b"\n"
 

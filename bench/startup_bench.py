@@ -1,7 +1,7 @@
 """Startup benchmark: replay and verification of 1,000 agents x 1,000 records,
 against raw PyNaCl verification of the same signatures on one core.
 
-The logs are written once with the real behaviour (``agents_runtime.agent``
+The logs are written once with the real behaviour (``agents_runtime.core.behaviour``
 handlers emit records that are sealed, signed and folded exactly as the actor
 does) from a realistic mix of commands: allowed actions with and without
 idempotency keys, free tools, approvals, rejections, denials with scars,
@@ -47,14 +47,14 @@ import nacl.bindings
 import nacl.signing
 import orjson
 
-from agents_runtime import canonical
-from agents_runtime import commands as c
-from agents_runtime.agent import HANDLERS
-from agents_runtime.datadir import DataDir
-from agents_runtime.keys import Signer, load_keys
-from agents_runtime.policy import parse_policy, policy_json
-from agents_runtime.record import SIGNING_PREFIX, genesis_fields, seal, timestamp
-from agents_runtime.state import ALLOWED, AgentState, apply, parse_ts
+from agents_runtime.core import commands as c
+from agents_runtime.core.behaviour import HANDLERS
+from agents_runtime.core.policy import parse_policy, policy_json
+from agents_runtime.core.state import ALLOWED, AgentState, apply, parse_ts
+from agents_runtime.log import canonical
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.keys import Signer, load_keys
+from agents_runtime.log.record import SIGNING_PREFIX, genesis_fields, seal, timestamp
 from bench.http_bench import wait_quiet
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -287,7 +287,7 @@ def _load_only(root: Path, workers: int | None, read_only: bool) -> dict[str, An
     """Child of measure_load: time Registry.load(), print one JSON line."""
     import attrs
 
-    from agents_runtime.registry import Registry
+    from agents_runtime.runtime.registry import Registry
 
     data_dir = DataDir(root)
     ring = load_keys(data_dir.keys_dir)

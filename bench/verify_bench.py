@@ -29,8 +29,8 @@ import nacl.bindings
 import nacl.signing
 import orjson
 
-from agents_runtime import record
-from agents_runtime.keys import Signer
+from agents_runtime.log import record
+from agents_runtime.log.keys import Signer
 from audit.cli import main as audit_main
 
 RECORDS = int(os.environ.get("BENCH_VERIFY_RECORDS", "200000"))

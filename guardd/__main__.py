@@ -18,11 +18,11 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
-from agents_runtime.datadir import DataDir
 from agents_runtime.errors import DataDirError, GuardError, KeyFileError
-from agents_runtime.faults import FaultSpecError, io_for_from_env
-from agents_runtime.lock import DataDirLock
-from agents_runtime.registry import LoadSummary, Registry, quarantine_message
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.faults import FaultSpecError, io_for_from_env
+from agents_runtime.log.files.lock import DataDirLock
+from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
@@ -56,7 +56,7 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
     try:
-        # GUARD_TEST_FAULTS: test-only fault injection (see agents_runtime/faults.py).
+        # GUARD_TEST_FAULTS: test-only fault injection (see agents_runtime/log/files/faults.py).
         io_for = io_for_from_env(os.environ)
     except FaultSpecError as exc:
         raise SettingsError(str(exc)) from None

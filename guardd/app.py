@@ -16,14 +16,14 @@ from quart.sessions import NullSession, SecureCookieSessionInterface, SessionMix
 from quart.wrappers import BaseRequestWebsocket, Body
 
 import console
-from agents_runtime import commands as c
-from agents_runtime.actor import AgentRef, LogView
-from agents_runtime.datadir import DataDir
+from agents_runtime.core import commands as c
 from agents_runtime.errors import VerificationError
-from agents_runtime.keys import KeyRing, agent_token
-from agents_runtime.logfile import split_log
-from agents_runtime.registry import Registry
-from agents_runtime.verify import AFTER_HEAD, ChainVerifier, Checkpoint, Failure, Report
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import split_log
+from agents_runtime.log.keys import KeyRing, agent_token
+from agents_runtime.log.verify import AFTER_HEAD, ChainVerifier, Checkpoint, Failure, Report
+from agents_runtime.runtime.actor import AgentRef, LogView
+from agents_runtime.runtime.registry import Registry
 from guardd import bodies
 from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
 from guardd.errors import BadRequest, error_response, register_error_handlers
@@ -416,7 +416,7 @@ def _committed_lines(view: LogView) -> list[bytes]:
 
 
 def _read_records(view: LogView, after: int, limit: int) -> list[Any]:
-    from agents_runtime.canonical import loads
+    from agents_runtime.log.canonical import loads
 
     lines = _committed_lines(view)
     # seq n is line n: seqs start at 0 and are contiguous in a verified log.

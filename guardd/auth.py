@@ -10,8 +10,8 @@ import hmac
 
 import attrs
 
-from agents_runtime.commands import ADMIN, AGENT
-from agents_runtime.keys import agent_token_valid, token_agent_id
+from agents_runtime.core.commands import ADMIN, AGENT
+from agents_runtime.log.keys import agent_token_valid, token_agent_id
 from guardd.errors import ApiForbidden, Unauthorized
 
 

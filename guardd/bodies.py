@@ -13,13 +13,13 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
-from agents_runtime.agent import SYSTEM
-from agents_runtime.canonical import MAX_SAFE_INT
+from agents_runtime.core.behaviour import SYSTEM
+from agents_runtime.core.money import Money, to_money
+from agents_runtime.core.policy import MAX_TOOL_NAME, Policy, parse_policy
+from agents_runtime.core.validation import error_messages
 from agents_runtime.errors import PolicyError
-from agents_runtime.money import Money, to_money
-from agents_runtime.policy import MAX_TOOL_NAME, Policy, parse_policy
-from agents_runtime.record import timestamp
-from agents_runtime.validation import error_messages
+from agents_runtime.log.canonical import MAX_SAFE_INT
+from agents_runtime.log.record import timestamp
 from guardd.errors import BadRequest
 
 Name = NewType("Name", str)  # who: approver, operator (1-128 characters)
@@ -149,7 +149,7 @@ def _plain_str(value: Any, _: Any) -> str:
 
 
 def _agent_id(value: Any, _: Any) -> str:
-    from agents_runtime.datadir import valid_agent_id
+    from agents_runtime.log.files.datadir import valid_agent_id
 
     if not isinstance(value, str) or not valid_agent_id(value):
         raise ValueError("agent_id must be 1 to 64 characters from A-Z a-z 0-9 _ -")

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 from quart import Response, g, request
 
-from agents_runtime import canonical
 from agents_runtime.errors import CanonicalError
+from agents_runtime.log import canonical
 
 JSON_TYPE = "application/json"
 MAX_BODY = 1024 * 1024

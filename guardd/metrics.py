@@ -26,7 +26,7 @@ from quart.typing import ResponseTypes
 from quart.wrappers import Request
 from werkzeug.routing import Rule
 
-from agents_runtime.registry import Registry
+from agents_runtime.runtime.registry import Registry
 from guardd.errors import register_error_handlers
 from guardd.jsonio import SECURITY_HEADERS
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_runtime.canonical import MAX_DEPTH, MAX_SAFE_INT
-from agents_runtime.datadir import AGENT_ID
-from agents_runtime.money import LIMIT, PLACES
-from agents_runtime.policy import MAX_TOOL_NAME
-from agents_runtime.state import RECORD_KINDS, SEVERITIES
+from agents_runtime.core.money import LIMIT, PLACES
+from agents_runtime.core.policy import MAX_TOOL_NAME
+from agents_runtime.core.state import RECORD_KINDS, SEVERITIES
+from agents_runtime.log.canonical import MAX_DEPTH, MAX_SAFE_INT
+from agents_runtime.log.files.datadir import AGENT_ID
 from guardd.app import LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX, MAX_IDEMPOTENCY_KEY, MAX_WAIT
 from guardd.bodies import MAX_NAME, MAX_TEXT
 from guardd.errors import STATUS

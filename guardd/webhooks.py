@@ -35,9 +35,9 @@ from typing import Any, Protocol
 import attrs
 import httpx
 
-from agents_runtime import canonical
-from agents_runtime.logfile import split_log
-from agents_runtime.registry import Registry, quarantine_message
+from agents_runtime.log import canonical
+from agents_runtime.log.files.logfile import split_log
+from agents_runtime.runtime.registry import Registry, quarantine_message
 from guardd.jsonio import dumps
 
 log = logging.getLogger("guardd.webhooks")
@@ -319,7 +319,7 @@ class Webhook:
 
 
 def _now_ts() -> str:
-    from agents_runtime.record import timestamp_micros
+    from agents_runtime.log.record import timestamp_micros
 
     return timestamp_micros(round(time.time() * 1_000_000))
 

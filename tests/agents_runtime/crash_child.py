@@ -32,12 +32,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agents_runtime import commands as c
-from agents_runtime.datadir import DataDir
+from agents_runtime.core import commands as c
+from agents_runtime.core.policy import parse_policy
 from agents_runtime.errors import AgentError
-from agents_runtime.logfile import FileIO
-from agents_runtime.policy import parse_policy
-from agents_runtime.registry import Registry
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import FileIO
+from agents_runtime.runtime.registry import Registry
 from tests.agents_runtime.support import allowed_ids
 
 AGENTS = ("a", "b")

@@ -13,14 +13,8 @@ from typing import Any
 
 import nacl.signing
 
-from agents_runtime import canonical
-from agents_runtime.actor import AgentRef
-from agents_runtime.datadir import DataDir
-from agents_runtime.keys import Signer
-from agents_runtime.policy import Policy, parse_policy
-from agents_runtime.registry import Registry
-from agents_runtime.replay import load_log
-from agents_runtime.state import (
+from agents_runtime.core.policy import Policy, parse_policy
+from agents_runtime.core.state import (
     AgentState,
     action_json,
     action_status,
@@ -28,6 +22,12 @@ from agents_runtime.state import (
     pending_json,
     status_json,
 )
+from agents_runtime.log import canonical
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.keys import Signer
+from agents_runtime.runtime.actor import AgentRef
+from agents_runtime.runtime.registry import Registry
+from agents_runtime.runtime.replay import load_log
 
 # 2026-01-01T00:00:00Z: a round start so rate-window arithmetic reads easily.
 T0 = 1_767_225_600.0

@@ -7,9 +7,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agents_runtime import canonical, record
-from agents_runtime.keys import Signer
-from agents_runtime.record import Head
+from agents_runtime.log import canonical, record
+from agents_runtime.log.keys import Signer
+from agents_runtime.log.record import Head
 
 SIGNER = Signer(bytes(range(32)))
 OTHER = Signer(bytes(range(1, 33)))

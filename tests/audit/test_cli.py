@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agents_runtime import canonical, record
-from agents_runtime.record import Head
+from agents_runtime.log import canonical, record
+from agents_runtime.log.record import Head
 from audit.cli import main
 from tests.audit.logs import OTHER, PUBLIC_KEY, SIGNER, build, head_of, response_body, write
 

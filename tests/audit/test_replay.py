@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from agents_runtime import canonical
-from agents_runtime import commands as c
-from agents_runtime.record import Head, seal
-from agents_runtime.state import RECORD_KINDS
+from agents_runtime.core import commands as c
+from agents_runtime.core.state import RECORD_KINDS
+from agents_runtime.log import canonical
+from agents_runtime.log.record import Head, seal
 from audit.cli import main
 from audit.replay import fields_of, replay_records
 from tests.agents_runtime.support import (
@@ -579,7 +579,7 @@ def test_a_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 async def test_replayed_state_equals_the_state_the_service_rebuilds(log: Path) -> None:
-    from agents_runtime.replay import load_log
+    from agents_runtime.runtime.replay import load_log
     from tests.agents_runtime.support import snapshot
 
     result = replay_records(read(log))

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents_runtime import commands as c
+from agents_runtime.core import commands as c
 from audit.cli import main
 from tests.agents_runtime.support import TEST_PUBLIC_KEY, D, Harness, policy, running_agent
 from tests.support.server import GuardServer

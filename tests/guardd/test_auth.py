@@ -88,7 +88,7 @@ PER_AGENT = [p for p in ENDPOINTS if p.values[0].per_agent]  # type: ignore[unio
 
 
 def mint(token_key: bytes, agent_id: str) -> str:
-    """An agent token minted independently, the way agents_runtime/keys.py mints one."""
+    """An agent token minted independently, the way agents_runtime/log/keys.py mints one."""
     mac = hmac.new(token_key, b"agent-token/v1:" + agent_id.encode(), hashlib.sha256).digest()
     return f"agt_{agent_id}." + base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 

@@ -24,7 +24,7 @@ import h2.exceptions
 import httpx
 import pytest
 
-from agents_runtime.canonical import MAX_DEPTH
+from agents_runtime.log.canonical import MAX_DEPTH
 from tests.support.server import GuardServer
 
 MIB = 1024 * 1024

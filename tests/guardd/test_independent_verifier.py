@@ -12,7 +12,7 @@ from typing import Any
 import nacl.signing
 import pytest
 
-from agents_runtime.state import RECORD_KINDS
+from agents_runtime.core.state import RECORD_KINDS
 from tests.guardd import independent_verifier as iv
 from tests.guardd.conftest import Agent, Api, ok
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agents_runtime.datadir import DataDir
+from agents_runtime.log.files.datadir import DataDir
 from tests.guardd.conftest import POLICY, Api, assert_error, ok
 from tests.support.server import GuardServer, free_port
 

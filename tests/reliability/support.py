@@ -11,8 +11,8 @@ from typing import Any
 import attrs
 import httpx
 
-from agents_runtime.logfile import split_log
-from agents_runtime.verify import Report, verify_lines
+from agents_runtime.log.files.logfile import split_log
+from agents_runtime.log.verify import Report, verify_lines
 
 LOG_PAGE = 5000
 

@@ -25,7 +25,7 @@ import attrs
 import httpx
 import pytest
 
-from agents_runtime.keys import agent_token
+from agents_runtime.log.keys import agent_token
 from guardd.__main__ import build
 from guardd.app import create_app
 from guardd.config import parse_settings

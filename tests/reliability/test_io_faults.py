@@ -1,6 +1,6 @@
 """A disk that fails: short writes, EIO on write, EIO on fsync.
 
-guardd is started with GUARD_TEST_FAULTS (agents_runtime/faults.py), which
+guardd is started with GUARD_TEST_FAULTS (agents_runtime/log/files/faults.py), which
 makes the log writes of one agent fail after one good append. What must
 happen (docs/design.md, "Write failures fence the agent"): the request that
 hits the failure, and every request after it that would write that agent's
@@ -17,7 +17,7 @@ logs that fail verification in any other way, which would need an operator.
 
 The logs of all agents are made durable together: the batches of every
 agent waiting at one moment are written, then one flush makes them durable
-(agents_runtime/committer.py). A failed flush fails every agent whose batch
+(agents_runtime/log/files/committer.py). A failed flush fails every agent whose batch
 was in it (the last test: 20 agents in one round on a slow disk, the fault
 in one agent's flush), each exactly as one agent alone is failed above.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from agents_runtime.faults import EIO_FSYNC, EIO_WRITE, SHORT_WRITE, SLOW_FLUSH_VAR
+from agents_runtime.log.files.faults import EIO_FSYNC, EIO_WRITE, SHORT_WRITE, SLOW_FLUSH_VAR
 from tests.reliability.support import (
     assert_status_matches_log,
     ok_json,

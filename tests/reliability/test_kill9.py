@@ -21,7 +21,7 @@ also cuts a line in half at the end of one log, as a crash of the machine in
 the middle of a write would, to prove the torn-tail path in the same run.
 
 guardd makes the batches of every agent waiting at one moment durable with
-one shared flush (agents_runtime/committer.py). A second case runs the same
+one shared flush (agents_runtime/log/files/committer.py). A second case runs the same
 checks with 100 agents under 48 concurrent requests and fewer kills, on a
 slow disk (every flush waits 20 ms first, GUARD_TEST_SLOW_FLUSH_MS), so the
 batches of many agents gather in each round and the kills strike rounds of
@@ -45,7 +45,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents_runtime.logfile import split_log
+from agents_runtime.log.files.logfile import split_log
 from tests.reliability.support import (
     LogFacts,
     assert_status_matches_log,

@@ -1,6 +1,6 @@
 """Tamper vectors (tests/data/tampered/, made by its generate.py from a real
 log signed with a fixed test key): every attack is caught, with the fixed
-reason phrase of agents_runtime/verify.py, by
+reason phrase of agents_runtime/log/verify.py, by
 
 - the audit tool, given the public key (and again given the checkpoint of
   the untampered head: only then is truncation caught; and given no key:
@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from agents_runtime.errors import Quarantined
-from agents_runtime.verify import Failure
+from agents_runtime.log.verify import Failure
 from audit import cli as audit_cli
 from guardd.__main__ import build
 from guardd.config import parse_settings

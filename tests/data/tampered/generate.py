@@ -30,15 +30,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agents_runtime import canonical
-from agents_runtime import commands as c
-from agents_runtime.committer import Committer
-from agents_runtime.datadir import DataDir
-from agents_runtime.keys import Signer
-from agents_runtime.policy import parse_policy
-from agents_runtime.record import SEALED_FIELDS, Head, seal, signing_message
-from agents_runtime.registry import Registry
-from agents_runtime.verify import (
+from agents_runtime.core import commands as c
+from agents_runtime.core.policy import parse_policy
+from agents_runtime.log import canonical
+from agents_runtime.log.files.committer import Committer
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.keys import Signer
+from agents_runtime.log.record import SEALED_FIELDS, Head, seal, signing_message
+from agents_runtime.log.verify import (
     BAD_SIGNATURE,
     HASH_MISMATCH,
     KEY_MISMATCH,
@@ -49,6 +48,7 @@ from agents_runtime.verify import (
     Checkpoint,
     verify_lines,
 )
+from agents_runtime.runtime.registry import Registry
 
 HERE = Path(__file__).resolve().parent
 VICTIM, OTHER = "agent-a", "agent-b"

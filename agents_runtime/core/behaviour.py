@@ -1,0 +1,477 @@
+"""What an agent does with each command: the behaviour, apart from the actor.
+
+Each handler checks the command against the state, then ``emit``s records.
+``emit`` seals a record, applies it to the state and queues it for the next
+group commit, so a handler that emits several records sees the effect of each
+before writing the next. The reply is sent by the actor once every record is
+on disk. Handlers do no I/O and read no clock (``now`` is the ``ts`` of the
+records they write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from agents_runtime.core import commands as c
+from agents_runtime.core.checks import DENY_SCARS, Verdict, decide
+from agents_runtime.core.grants import Grant, drawable, grant_json
+from agents_runtime.core.money import ZERO
+from agents_runtime.core.policy import policy_json
+from agents_runtime.core.state import (
+    ALLOWED,
+    CANCELLED,
+    EXPIRED,
+    PENDING,
+    Action,
+    AgentState,
+    action_json,
+    action_number,
+    action_outcome,
+    action_status,
+    expired_actions,
+    first_decision,
+    parse_ts,
+    pending_json,
+    receipt,
+    requested_record,
+    status_json,
+)
+from agents_runtime.errors import (
+    AgentUnavailable,
+    AlreadyTerminated,
+    Forbidden,
+    IdempotencyConflict,
+    InvalidState,
+    NotFound,
+    UnknownAction,
+)
+from agents_runtime.log.canonical import dumps
+from agents_runtime.log.record import Head, timestamp_micros
+
+Emit = Callable[[dict[str, Any]], None]
+SYSTEM = "system"
+OPERATOR = "operator"
+OUTCOME_SCARS = {"success": None, "failure": "minor", "harmful": "severe"}
+
+
+def _action(state: AgentState, action_id: str) -> int:
+    """The number of the agent's action ``action_id``, or UnknownAction."""
+    n = action_number(state, action_id)
+    if n is None:
+        raise UnknownAction(f"no action {action_id} for agent {state.agent_id}")
+    return n
+
+
+def _pending(state: AgentState, action_id: str) -> Action:
+    n = _action(state, action_id)
+    action = state.pending.get(action_id)
+    if action is None:
+        held = state.held.get(action_id)
+        if held is not None and held.decided_at is not None:
+            raise InvalidState(f"action {action_id} {_decided_how(held)}; it is no longer pending")
+        status = action_status(state, n)
+        raise InvalidState(f"action {action_id} is {status}, not pending_approval")
+    return action
+
+
+def _decided_how(held: Action) -> str:
+    """What took a held action out of pending, by whom and when, for the 409
+    of a decision that came too late (two operators, or a withdrawn call)."""
+    at = held.decided_at
+    reason = held.reason
+    if reason is None:
+        return f"was approved by {held.approved_by} at {at}"
+    code = reason.get("code")
+    if code == "rejected":
+        return f"was rejected by {reason['by']} at {at}: {reason['reason']}"
+    if code == CANCELLED:
+        why = f": {reason['reason']}" if "reason" in reason else ""
+        return f"was cancelled by {reason['by']} at {at}{why}"
+    if code == EXPIRED:
+        return f"expired at {at}, unapproved after {reason['timeout_secs']} seconds"
+    return f"was denied ({code}) at {at} when {held.approved_by or 'an operator'} approved it"
+
+
+def add_scar(
+    state: AgentState,
+    emit: Emit,
+    severity: str,
+    reason: str,
+    action_id: str | None,
+    by: str,
+) -> None:
+    fields: dict[str, Any] = {"kind": "scar", "severity": severity, "reason": reason, "by": by}
+    if action_id is not None:
+        fields["action_id"] = action_id
+    emit(fields)
+    _terminate_if_due(state, emit, fatal=severity == "fatal")
+
+
+def _terminate_if_due(state: AgentState, emit: Emit, *, fatal: bool = False) -> None:
+    if not state.alive or state.policy is None:
+        return
+    if fatal:
+        emit({"kind": "terminated", "reason": "fatal_scar", "by": SYSTEM})
+    elif state.scar_score >= state.policy.scar_limit:
+        emit({"kind": "terminated", "reason": "scar_limit", "by": SYSTEM})
+
+
+def _terminate_if_exhausted(state: AgentState, emit: Emit, charge: Decimal) -> None:
+    # Only a positive charge that brings remaining to exactly 0 terminates.
+    if state.remaining == ZERO and charge > ZERO and state.alive:
+        emit({"kind": "terminated", "reason": "budget_exhausted", "by": SYSTEM})
+
+
+def _denial_scar(state: AgentState, emit: Emit, action_id: str, reason: dict[str, Any]) -> None:
+    severity = DENY_SCARS[reason["code"]]
+    if severity is not None:
+        add_scar(state, emit, severity, f"denied: {reason['code']}", action_id, SYSTEM)
+
+
+def _outcome_scar(
+    state: AgentState, emit: Emit, action_id: str, outcome: str, detail: str | None
+) -> None:
+    severity = OUTCOME_SCARS[outcome]
+    if severity is not None:
+        reason = f"outcome: {outcome}" + (f": {detail}" if detail else "")
+        add_scar(state, emit, severity, reason, action_id, SYSTEM)
+
+
+def conclude(
+    state: AgentState,
+    emit: Emit,
+    action_id: str,
+    verdict: Verdict,
+    request: Head,
+    *,
+    approver: str | None = None,
+    note: str | None = None,
+    grant: str | None = None,
+) -> dict[str, Any]:
+    """Write the decision records for a verdict on the action whose
+    action_requested record is ``request``; return the decision object.
+    ``grant``: the grant an allowance draws on in place of an approval."""
+    if verdict.decision == ALLOWED:
+        fields: dict[str, Any] = {
+            "kind": "action_allowed",
+            "action_id": action_id,
+            "cost": verdict.charge,
+            "remaining": state.remaining - verdict.charge,
+            # Tie the allowance to its agent and its very request, so the two
+            # signed lines prove it on their own (a receipt, docs/receipts.md).
+            "log_id": state.agent_id,
+            "request_hash": request.hash,
+        }
+        if approver is not None:
+            fields["approved_by"] = approver
+            if note is not None:
+                fields["note"] = note
+        if grant is not None:
+            fields["grant_id"] = grant
+        emit(fields)
+        decision = {
+            "decision": ALLOWED,
+            "action_id": action_id,
+            "cost": verdict.charge,
+            "remaining": state.remaining,
+            "receipt": receipt(state, request.seq, state.head.seq),
+        }
+        if grant is not None:
+            decision["grant_id"] = grant
+        _terminate_if_exhausted(state, emit, verdict.charge)
+        return decision
+    if verdict.decision == PENDING:
+        emit({"kind": "approval_required", "action_id": action_id, "cost": verdict.charge})
+        return {"decision": PENDING, "action_id": action_id}
+    reason = verdict.reason or {}
+    denied: dict[str, Any] = {"kind": "action_denied", "action_id": action_id, "reason": reason}
+    if approver is not None:
+        denied["by"] = approver
+    emit(denied)
+    _denial_scar(state, emit, action_id, reason)
+    return {"decision": "denied", "action_id": action_id, "reason": reason}
+
+
+def _same_request(state: AgentState, n: int, cmd: c.RequestAction) -> bool:
+    requested = requested_record(state, n)
+    first = {
+        "tool": requested["tool"],
+        "input": requested["input"],
+        "cost": requested["requested_cost"],
+    }
+    again = {"tool": cmd.tool, "input": cmd.input, "cost": cmd.cost}
+    return dumps(first) == dumps(again)
+
+
+def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: float) -> Any:
+    if cmd.idempotency_key is not None:
+        earlier = state.idempotency.get(cmd.idempotency_key)
+        if earlier is not None:
+            if action_status(state, earlier) == "requested":
+                # Only a read-only or fenced guardd keeps a request a crash cut
+                # short undecided (it cannot write the decision).
+                raise AgentUnavailable(
+                    f"act-{earlier} was cut short by a crash and guardd cannot decide it now"
+                )
+            if not _same_request(state, earlier, cmd):
+                raise IdempotencyConflict(
+                    f"Idempotency-Key was first used for act-{earlier} with a different body"
+                )
+            return first_decision(state, earlier)
+    action_id = state.next_action_id
+    verdict = decide(state, cmd.tool, cmd.cost, now)
+    verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)
+    fields: dict[str, Any] = {
+        "kind": "action_requested",
+        "action_id": action_id,
+        "tool": cmd.tool,
+        "input": cmd.input,
+        "requested_cost": cmd.cost,
+        "cost": verdict.charge,
+    }
+    if cmd.idempotency_key is not None:
+        fields["idempotency_key"] = cmd.idempotency_key
+    emit(fields)
+    return conclude(state, emit, action_id, verdict, state.head, grant=grant)
+
+
+def _draw(
+    state: AgentState, verdict: Verdict, tool: str, tool_input: Any, now: float
+) -> tuple[Verdict, str | None]:
+    """A request the policy would hold for approval, allowed on a grant with
+    room left (every check has passed already), and that grant's ID; any
+    other verdict as it is."""
+    if verdict.decision != PENDING or not state.grants:
+        return verdict, None
+    grant = drawable(state.grants, tool, tool_input, verdict.charge, now)
+    if grant is None:
+        return verdict, None
+    return Verdict(ALLOWED, verdict.charge), grant.grant_id
+
+
+def approve(state: AgentState, emit: Emit, cmd: c.Approve, now: float) -> Any:
+    action = _pending(state, cmd.action_id)
+    verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
+    request = Head(action.seq, state.records.get(action.seq)["hash"])
+    return conclude(
+        state, emit, action.action_id, verdict, request, approver=cmd.approver, note=cmd.note
+    )
+
+
+def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
+    action = _pending(state, cmd.action_id)
+    emit(
+        {
+            "kind": "action_rejected",
+            "action_id": action.action_id,
+            "by": cmd.approver,
+            "reason": cmd.reason,
+            "scar": cmd.scar,
+        }
+    )
+    if cmd.scar is not None:
+        add_scar(state, emit, cmd.scar, cmd.reason, action.action_id, cmd.approver)
+    return {"decision": "denied", "action_id": action.action_id, "reason": action.reason}
+
+
+def cancel(state: AgentState, emit: Emit, cmd: c.Cancel, now: float) -> Any:
+    """The asker withdraws a pending action: never charged, no scar."""
+    action = _pending(state, cmd.action_id)
+    fields: dict[str, Any] = {"kind": "action_cancelled", "action_id": action.action_id}
+    fields["by"] = cmd.role
+    if cmd.reason is not None:
+        fields["reason"] = cmd.reason
+    emit(fields)
+    return action_json(state, _action(state, action.action_id))
+
+
+def expire_due(state: AgentState, emit: Emit, now: float) -> None:
+    """Write ``approval_expired`` for every pending action whose approval
+    timeout has run out at ``now`` (oldest first). The actor runs this at the
+    start of a batch whose ``now`` has reached its earliest deadline, before
+    the batch's commands, so no command sees an action past its time."""
+    for action, timeout in expired_actions(state, now):
+        emit({"kind": "approval_expired", "action_id": action.action_id, "timeout_secs": timeout})
+
+
+def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: float) -> Any:
+    if cmd.outcome == "harmful" and cmd.role != c.ADMIN:
+        raise Forbidden("only the admin token may report a harmful outcome")
+    n = _action(state, cmd.action_id)
+    status = action_status(state, n)
+    if status != ALLOWED:
+        outcome = action_outcome(state, n)
+        if outcome is not None:
+            raise InvalidState(f"action {cmd.action_id} already has outcome {outcome}")
+        raise InvalidState(f"action {cmd.action_id} is {status}, not allowed")
+    fields: dict[str, Any] = {
+        "kind": "outcome",
+        "action_id": cmd.action_id,
+        "outcome": cmd.outcome,
+        "by": cmd.role,
+    }
+    if cmd.detail is not None:
+        fields["detail"] = cmd.detail
+    emit(fields)
+    _outcome_scar(state, emit, cmd.action_id, cmd.outcome, cmd.detail)
+    return status_json(state)
+
+
+def scar(state: AgentState, emit: Emit, cmd: c.AddScar, now: float) -> Any:
+    if cmd.action_id is not None:
+        _action(state, cmd.action_id)
+    # Without a name the record keeps the word it always had, so logs written
+    # before operators could sign their scars read (and replay) the same.
+    by = OPERATOR if cmd.by is None else cmd.by
+    add_scar(state, emit, cmd.severity, cmd.reason, cmd.action_id, by)
+    return status_json(state)
+
+
+def terminate(state: AgentState, emit: Emit, cmd: c.Terminate, now: float) -> Any:
+    if not state.alive:
+        raise AlreadyTerminated(
+            f"agent {state.agent_id} is already terminated ({state.termination_reason})"
+        )
+    emit({"kind": "terminated", "reason": cmd.reason, "by": cmd.by})
+    return status_json(state)
+
+
+def set_policy(state: AgentState, emit: Emit, cmd: c.SetPolicy, now: float) -> Any:
+    if not state.alive:
+        raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
+    emit({"kind": "policy", "policy": policy_json(cmd.policy)})
+    _terminate_if_due(state, emit)
+    # A shorter timeout applies at once: what it makes due expires now, in
+    # the same write, not in a batch of its own at the same ts.
+    expire_due(state, emit, now)
+    return status_json(state)
+
+
+def issue_grant(state: AgentState, emit: Emit, cmd: c.IssueGrant, now: float) -> Any:
+    if not state.alive:
+        raise InvalidState(f"agent {state.agent_id} is terminated; it takes no grants")
+    if cmd.expires_at is not None:
+        expires_at = cmd.expires_at
+        expires = parse_ts(expires_at)
+    else:
+        assert cmd.ttl_secs is not None  # the edge requires one of the two
+        expires = now + float(cmd.ttl_secs)
+        expires_at = timestamp_micros(round(expires * 1_000_000))
+    if expires <= now:
+        raise InvalidState(f"expires_at {expires_at} is not after now")
+    grant_id = f"grt-{len(state.grants) + 1}"
+    fields: dict[str, Any] = {
+        "kind": "grant_issued",
+        "grant_id": grant_id,
+        "tool": cmd.tool,
+        "by": cmd.by,
+        "max_calls": cmd.max_calls,
+        "max_cost": cmd.max_cost,
+        "expires_at": expires_at,
+        "input_match": cmd.input_match,
+    }
+    if cmd.note is not None:
+        fields["note"] = cmd.note
+    emit(fields)
+    return grant_json(state.grants[grant_id], now)
+
+
+def _grant(state: AgentState, grant_id: str) -> Grant:
+    grant = state.grants.get(grant_id)
+    if grant is None:
+        raise NotFound(f"no grant {grant_id} for agent {state.agent_id}")
+    return grant
+
+
+def revoke_grant(state: AgentState, emit: Emit, cmd: c.RevokeGrant, now: float) -> Any:
+    grant = _grant(state, cmd.grant_id)
+    if grant.revoked_by is not None:
+        raise InvalidState(
+            f"grant {grant.grant_id} was revoked by {grant.revoked_by} at {grant.revoked_at}"
+        )
+    fields: dict[str, Any] = {"kind": "grant_revoked", "grant_id": grant.grant_id, "by": cmd.by}
+    if cmd.reason is not None:
+        fields["reason"] = cmd.reason
+    emit(fields)
+    return grant_json(grant, now)
+
+
+def list_grants(state: AgentState, emit: Emit, cmd: c.ListGrants, now: float) -> Any:
+    return {"grants": [grant_json(g, now) for g in state.grants.values()]}
+
+
+def get_status(state: AgentState, emit: Emit, cmd: c.GetStatus, now: float) -> Any:
+    return status_json(state)
+
+
+def get_policy(state: AgentState, emit: Emit, cmd: c.GetPolicy, now: float) -> Any:
+    # Every loaded agent has one: a log without its policy record is quarantined.
+    assert state.policy is not None
+    return policy_json(state.policy)
+
+
+def get_action(state: AgentState, emit: Emit, cmd: c.GetAction, now: float) -> Any:
+    return action_json(state, _action(state, cmd.action_id))
+
+
+def list_pending(state: AgentState, emit: Emit, cmd: c.ListPending, now: float) -> Any:
+    return {"pending": [pending_json(a, state) for a in state.pending.values()]}
+
+
+def finish_interrupted(state: AgentState, emit: Emit) -> None:
+    """Write what a crash kept the last command from writing.
+
+    A command's records reach the disk in one write, but a crash can cut that
+    write short: startup moves the torn line aside, and the whole lines before
+    it stay in the log. They were never acknowledged, yet they are the log, so
+    the command is finished now as its handler would have finished it (same
+    checks, ``now`` = the ``ts`` of its records), before the agent takes any
+    new command. Otherwise an action could stay undecided for ever (and an
+    Idempotency-Key retry would find no decision), or an agent could stay
+    alive past its scar limit or with its budget spent. A complete last
+    command writes nothing here.
+    """
+    last = state.last_record
+    if last is None:
+        return
+    kind = last["kind"]
+    if kind == "action_requested":
+        cost = last["requested_cost"]
+        requested_cost = None if cost is None else Decimal(cost)
+        now = parse_ts(last["ts"])
+        verdict = decide(state, last["tool"], requested_cost, now)
+        verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
+        conclude(state, emit, last["action_id"], verdict, state.head, grant=grant)
+    elif kind == "action_allowed":
+        _terminate_if_exhausted(state, emit, Decimal(last["cost"]))
+    elif kind == "action_denied":
+        _denial_scar(state, emit, last["action_id"], last["reason"])
+    elif kind == "action_rejected" and last["scar"] is not None:
+        add_scar(state, emit, last["scar"], last["reason"], last["action_id"], last["by"])
+    elif kind == "outcome":
+        _outcome_scar(state, emit, last["action_id"], last["outcome"], last.get("detail"))
+    elif kind in ("scar", "policy"):
+        _terminate_if_due(state, emit, fatal=kind == "scar" and last["severity"] == "fatal")
+        if kind == "policy":
+            expire_due(state, emit, parse_ts(last["ts"]))
+
+
+HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {
+    c.RequestAction: request_action,
+    c.Approve: approve,
+    c.Reject: reject,
+    c.Cancel: cancel,
+    c.ReportOutcome: report_outcome,
+    c.AddScar: scar,
+    c.Terminate: terminate,
+    c.SetPolicy: set_policy,
+    c.GetStatus: get_status,
+    c.GetPolicy: get_policy,
+    c.GetAction: get_action,
+    c.ListPending: list_pending,
+    c.IssueGrant: issue_grant,
+    c.RevokeGrant: revoke_grant,
+    c.ListGrants: list_grants,
+}

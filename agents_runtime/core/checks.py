@@ -1,0 +1,88 @@
+"""The decision core: pure, no I/O, no clock (``now`` is passed in).
+
+Checks run in this order; the first failure wins:
+terminated, tool_not_allowed, tool_call_limit, rate_limited, insufficient_budget.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from agents_runtime.core.money import ZERO
+from agents_runtime.core.policy import ToolRule
+from agents_runtime.core.state import AgentState
+
+# Scar severity that each deny reason adds (None: no scar).
+DENY_SCARS: dict[str, str | None] = {
+    "terminated": None,
+    "tool_not_allowed": "moderate",
+    "tool_call_limit": "minor",
+    "rate_limited": "minor",
+    "insufficient_budget": None,
+    "rejected": None,  # the operator chooses
+    "approval_expired": None,  # nobody decided in time: not the agent's fault
+}
+
+
+@attrs.define(slots=True)
+class Verdict:
+    """A value, never changed once made; not frozen for the reason given at
+    ``record.Head``: one is made for every request."""
+
+    decision: str  # "allowed", "denied" or "pending_approval"
+    charge: Decimal
+    reason: dict[str, Any] | None = None
+
+    @property
+    def scar(self) -> str | None:
+        return DENY_SCARS[self.reason["code"]] if self.reason is not None else None
+
+
+def charge_for(rule: ToolRule | None, requested_cost: Decimal | None) -> Decimal:
+    """The larger of the request's cost (default 0) and the rule's minimum."""
+    requested = requested_cost if requested_cost is not None else ZERO
+    if rule is None or requested >= rule.cost:
+        return requested
+    return rule.cost
+
+
+def decide(
+    state: AgentState,
+    tool: str,
+    requested_cost: Decimal | None,
+    now: float,
+    *,
+    approving: bool = False,
+) -> Verdict:
+    """Decide a request (or, with ``approving``, an approval of a held one)."""
+    policy = state.policy
+    rule = policy.rule_for(tool) if policy is not None else None
+    charge = charge_for(rule, requested_cost)
+    if not state.alive:
+        return Verdict("denied", charge, {"code": "terminated", "reason": state.termination_reason})
+    if rule is None or policy is None:
+        return Verdict("denied", charge, {"code": "tool_not_allowed", "tool": tool})
+    if rule.max_calls is not None and state.tool_calls.get(tool, 0) >= rule.max_calls:
+        reason = {"code": "tool_call_limit", "tool": tool, "max_calls": rule.max_calls}
+        return Verdict("denied", charge, reason)
+    limit = policy.rate_limit
+    if limit is not None:
+        times = state.allowed_times
+        recent = len(times) - bisect_right(times, now - float(limit.window_secs))
+        if recent >= limit.max_actions:
+            reason = {
+                "code": "rate_limited",
+                "max_actions": limit.max_actions,
+                "window_secs": limit.window_secs,
+            }
+            return Verdict("denied", charge, reason)
+    if charge > state.remaining:
+        reason = {"code": "insufficient_budget", "cost": charge, "remaining": state.remaining}
+        return Verdict("denied", charge, reason)
+    if rule.requires_approval and not approving:
+        return Verdict("pending_approval", charge)
+    return Verdict("allowed", charge)

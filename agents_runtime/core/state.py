@@ -1,0 +1,620 @@
+"""Agent state as a fold over its log records.
+
+``apply(state, record)`` is the only code that changes agent state. The actor
+calls it on each record it has just sealed (the dict whose canonical bytes go
+to disk), and startup calls it on each verified record of the file, so the
+live state and the replayed state are the same by construction.
+"""
+
+from __future__ import annotations
+
+from array import array
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from agents_runtime.core.grants import Grant, match_of
+from agents_runtime.core.money import ZERO
+from agents_runtime.core.policy import Policy, parse_policy
+from agents_runtime.log.record import Head, timestamp_micros
+from agents_runtime.log.recordstore import MemoryRecords, RecordStore
+
+SCAR_WEIGHTS = {"minor": 1, "moderate": 3, "severe": 10, "fatal": 0}
+SEVERITIES = tuple(SCAR_WEIGHTS)
+
+PENDING = "pending_approval"
+ALLOWED = "allowed"
+DENIED = "denied"
+COMPLETED = "completed"
+CANCELLED = "cancelled"
+EXPIRED = "approval_expired"  # the reason code of a held action that expired
+
+
+def parse_ts(ts: str) -> float:
+    """Seconds since the epoch of a record's ``ts``."""
+    global _parsed
+    # The records of one batch share their ts: parse it once.
+    last = _parsed
+    if ts == last[0]:
+        return last[1]
+    value = datetime.fromisoformat(ts).timestamp()
+    _parsed = (ts, value)
+    return value
+
+
+_parsed = ("", 0.0)  # the last ts parse_ts read, and its value
+
+
+def note_ts(ts: str, value: float) -> None:
+    """Tell parse_ts that ``ts`` reads as ``value``: the actor, which has just
+    made ``ts`` from ``value``, saves the fold parsing it."""
+    global _parsed
+    _parsed = (ts, value)
+
+
+# One byte per action says where it stands; an outcome is kept as its own status.
+_STATUS_CODES = {
+    "requested": 0,
+    PENDING: 1,
+    ALLOWED: 2,
+    DENIED: 3,
+    "success": 4,
+    "failure": 5,
+    "harmful": 6,
+    CANCELLED: 7,
+}
+_STATUS_NAMES = (
+    "requested",
+    PENDING,
+    ALLOWED,
+    DENIED,
+    COMPLETED,
+    COMPLETED,
+    COMPLETED,
+    CANCELLED,
+)
+_OUTCOMES = (None, None, None, None, "success", "failure", "harmful", None)
+_ALLOWED_CODE = _STATUS_CODES[ALLOWED]
+_DENIED_CODE = _STATUS_CODES[DENIED]
+_PENDING_CODE = _STATUS_CODES[PENDING]
+
+
+@attrs.define(slots=True)
+class Action:
+    """An action held for approval: kept whole while it can still change
+    (pending) and once decided, since operators, not agents, set their pace.
+    Actions decided at request time keep a status byte and a seq only."""
+
+    action_id: str
+    seq: int  # seq of its action_requested record
+    requested_at: str
+    tool: str
+    input: Any
+    requested_cost: Decimal | None
+    cost: Decimal  # the charge (recomputed when an approval re-runs the checks)
+    held_at: float = 0.0  # ts of its approval_required record: expiry counts from it
+    reason: dict[str, Any] | None = None  # deny (or cancel) reason object
+    approved_by: str | None = None
+    note: str | None = None
+    decided_at: str | None = None  # ts of the record that took it out of pending
+    # Seq of its action_allowed record when that record names its request
+    # (log_id and request_hash): the second line of its receipt.
+    receipt_seq: int | None = None
+
+
+@attrs.define(slots=True)
+class Scar:
+    seq: int
+    severity: str
+    reason: str
+    action_id: str | None
+
+
+class _NoGrants(dict[str, "Grant"]):
+    """The grants of an agent that never had one: one empty dict shared by
+    all such agents (an empty dict each would cost 64 bytes of every idle
+    agent), never written to, and pickled as itself (startup workers send
+    states back by pickle)."""
+
+    def __setitem__(self, key: str, value: Grant) -> None:
+        raise TypeError("NO_GRANTS is shared: give the agent a dict of its own first")
+
+    def __reduce__(self) -> str:
+        return "NO_GRANTS"
+
+
+NO_GRANTS = _NoGrants()
+
+
+@attrs.define(slots=True)
+class AgentState:
+    agent_id: str
+    public_key: str = ""
+    policy: Policy | None = None
+    head: Head = attrs.field(factory=Head.empty)
+    last_ts: str = ""
+    last_record: dict[str, Any] | None = None  # the newest record (agent.finish_interrupted)
+    # budget - spent; spent is derived from it, since every request reads
+    # remaining several times and only a status reads spent.
+    remaining: Decimal = ZERO
+    scars: list[Scar] = attrs.field(factory=list)
+    scar_score: int = 0
+    # Action n (act-n) is at index n - 1: the seq of its action_requested
+    # record, and a status code.
+    action_seqs: array[int] = attrs.field(factory=lambda: array("I"))  # "q" past 2^32
+    action_status: bytearray = attrs.field(factory=bytearray)
+    held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
+    pending: dict[str, Action] = attrs.field(factory=dict)  # insertion order = oldest first
+    idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
+    # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
+    grants: dict[str, Grant] = NO_GRANTS
+    tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
+    # The ts of every action_allowed, in order (ts never goes backwards): the
+    # rate check counts its tail by bisection, under any policy.
+    allowed_times: array[float] = attrs.field(factory=lambda: array("d"))
+    # The ID the next action_requested must carry, made once: the request
+    # and its fold both read it.
+    next_action_id: str = "act-1"
+    actions_allowed: int = 0
+    actions_denied: int = 0
+    alive: bool = True
+    termination_reason: str | None = None
+    terminated_by: str | None = None
+    # Set by the records that can bring the next approval expiry closer (a new
+    # held action, a new policy); the actor recomputes its timer only then.
+    expiry_dirty: bool = attrs.field(default=True, eq=False)
+    # Where earlier records are read back from; not state, so not compared.
+    records: RecordStore = attrs.field(factory=MemoryRecords, eq=False, repr=False)
+
+    @property
+    def budget(self) -> Decimal:
+        return self.policy.budget if self.policy is not None else ZERO
+
+    @property
+    def spent(self) -> Decimal:
+        return self.budget - self.remaining
+
+    @property
+    def action_count(self) -> int:
+        return len(self.action_seqs)
+
+
+def action_number(state: AgentState, action_id: str) -> int | None:
+    """n of ``act-n`` when the agent has that action, else None."""
+    if not action_id.startswith("act-"):
+        return None
+    digits = action_id[4:]
+    if not digits.isascii() or not digits.isdigit() or digits[0] == "0" or len(digits) > 18:
+        return None
+    n = int(digits)
+    return n if n <= len(state.action_seqs) else None
+
+
+def action_status(state: AgentState, n: int) -> str:
+    """Status of action ``n``: requested, pending_approval, allowed, denied,
+    completed or cancelled."""
+    return _STATUS_NAMES[state.action_status[n - 1]]
+
+
+def action_outcome(state: AgentState, n: int) -> str | None:
+    return _OUTCOMES[state.action_status[n - 1]]
+
+
+def requested_record(state: AgentState, n: int) -> dict[str, Any]:
+    """The action_requested record of action ``n``."""
+    return state.records.get(state.action_seqs[n - 1])
+
+
+def approval_deadline(state: AgentState, action: Action) -> float | None:
+    """When the held ``action`` expires (seconds since the epoch) under the
+    policy in force, counted from its approval_required record; None: never."""
+    policy = state.policy
+    timeout = policy.approval_timeout(action.tool) if policy is not None else None
+    return None if timeout is None else action.held_at + float(timeout)
+
+
+def next_deadline(state: AgentState) -> float | None:
+    """The earliest approval deadline of the pending actions, or None."""
+    policy = state.policy
+    if policy is None or not state.pending:
+        return None
+    deadlines = [approval_deadline(state, a) for a in state.pending.values()]
+    return min((d for d in deadlines if d is not None), default=None)
+
+
+def expired_actions(state: AgentState, now: float) -> list[tuple[Action, Decimal]]:
+    """The pending actions whose deadline is at or before ``now``, oldest
+    first, each with the timeout that applied."""
+    policy = state.policy
+    if policy is None:
+        return []
+    due = []
+    for action in state.pending.values():
+        timeout = policy.approval_timeout(action.tool)
+        if timeout is not None and action.held_at + float(timeout) <= now:
+            due.append((action, timeout))
+    return due
+
+
+def _iso(seconds: float) -> str:
+    return timestamp_micros(round(seconds * 1_000_000))
+
+
+def receipt(state: AgentState, request_seq: int, allowed_seq: int) -> list[str]:
+    """The receipt of an allowed action: the lines of its action_requested
+    and action_allowed records, as they are in the log (docs/receipts.md)."""
+    line = state.records.line
+    return [line(request_seq).decode(), line(allowed_seq).decode()]
+
+
+def first_decision(state: AgentState, n: int) -> dict[str, Any]:
+    """The decision action ``n`` was first answered with (an Idempotency-Key
+    repeat answers with it again)."""
+    action_id = f"act-{n}"
+    if action_id in state.held:
+        return {"decision": PENDING, "action_id": action_id}
+    # Decided at request time: the decision record follows action_requested.
+    seq = state.action_seqs[n - 1]
+    record = state.records.get(seq + 1)
+    if record["kind"] == "action_allowed":
+        decision: dict[str, Any] = {
+            "decision": ALLOWED,
+            "action_id": action_id,
+            "cost": record["cost"],
+            "remaining": record["remaining"],
+        }
+        if "grant_id" in record:
+            decision["grant_id"] = record["grant_id"]
+        if "request_hash" in record:  # older records give no receipt
+            decision["receipt"] = receipt(state, seq, seq + 1)
+        return decision
+    return {"decision": DENIED, "action_id": action_id, "reason": record["reason"]}
+
+
+def apply(state: AgentState, record: dict[str, Any]) -> AgentState:
+    """Fold one verified record into ``state`` (in place) and return it."""
+    kind = record["kind"]
+    handler = _APPLY.get(kind)
+    if handler is not None:
+        handler(state, record)
+    state.head = Head(record["seq"], record["hash"])
+    state.last_ts = record["ts"]
+    state.last_record = record
+    return state
+
+
+def _genesis(state: AgentState, r: dict[str, Any]) -> None:
+    state.public_key = r["public_key"]
+
+
+def _policy(state: AgentState, r: dict[str, Any]) -> None:
+    from agents_runtime.core.checks import charge_for  # checks imports this module
+
+    spent = state.spent
+    policy = state.policy = parse_policy(r["policy"])
+    state.remaining = policy.budget - spent
+    # A held action is charged under the policy in force when it is approved.
+    for action in state.pending.values():
+        action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
+    state.expiry_dirty = True
+
+
+def _requested(state: AgentState, r: dict[str, Any]) -> None:
+    if r["action_id"] != state.next_action_id:
+        raise ValueError(f"{r['action_id']} requested where {state.next_action_id} comes next")
+    n = len(state.action_seqs) + 1
+    seq = r["seq"]
+    try:
+        state.action_seqs.append(seq)
+    except OverflowError:  # 4 bytes a seq until a log has 2^32 records
+        state.action_seqs = array("q", state.action_seqs)
+        state.action_seqs.append(seq)
+    state.action_status.append(0)
+    state.next_action_id = f"act-{n + 1}"
+    key = r.get("idempotency_key")
+    if key is not None:
+        state.idempotency[key] = n
+
+
+def _number(state: AgentState, r: dict[str, Any]) -> int:
+    n = action_number(state, r["action_id"])
+    if n is None:
+        raise KeyError(r["action_id"])
+    return n
+
+
+def _request_before(state: AgentState, r: dict[str, Any]) -> dict[str, Any] | None:
+    """The action_requested record of ``r``'s action if it is the newest record."""
+    requested = state.last_record
+    if (
+        requested is not None
+        and requested["kind"] == "action_requested"
+        and requested["action_id"] == r["action_id"]
+    ):
+        return requested
+    return None
+
+
+def _not_after_request(r: dict[str, Any]) -> ValueError:
+    return ValueError(f"{r['kind']} of {r['action_id']} does not follow its request")
+
+
+def _just_requested(state: AgentState, r: dict[str, Any]) -> dict[str, Any]:
+    # A decision made at request time is written right after the request.
+    requested = _request_before(state, r)
+    if requested is None:
+        raise _not_after_request(r)
+    return requested
+
+
+def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
+    n = _number(state, r)
+    q = _just_requested(state, r)
+    action = Action(
+        action_id=q["action_id"],
+        seq=q["seq"],
+        requested_at=q["ts"],
+        tool=q["tool"],
+        input=q["input"],
+        requested_cost=q["requested_cost"],
+        cost=Decimal(r["cost"]),
+        held_at=parse_ts(r["ts"]),
+    )
+    state.expiry_dirty = True
+    state.held[action.action_id] = action
+    state.pending[action.action_id] = action
+    state.action_status[n - 1] = _STATUS_CODES[PENDING]
+
+
+def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, str]:
+    """The action a decision record is about, its held Action if any (which
+    must be pending; any other must be just requested), and its tool."""
+    requested = _request_before(state, r)
+    if requested is not None:
+        # Decided at request time, the common case: the newest action, which
+        # is neither decided nor pending yet.
+        return len(state.action_seqs), None, requested["tool"]
+    n = _number(state, r)
+    action = state.pending.pop(r["action_id"], None)
+    if action is not None:
+        return n, action, action.tool
+    if state.action_status[n - 1] != 0:
+        raise ValueError(f"{r['action_id']} is decided already")
+    raise _not_after_request(r)
+
+
+def _allowed(state: AgentState, r: dict[str, Any]) -> None:
+    n, action, tool = _decided(state, r)
+    cost = r["cost"]
+    if type(cost) is not Decimal:  # an int, as a line is read back
+        cost = Decimal(cost)
+    if action is not None:
+        action.cost = cost
+        action.approved_by = r.get("approved_by")
+        action.note = r.get("note")
+        action.decided_at = r["ts"]
+        if "request_hash" in r:
+            action.receipt_seq = r["seq"]
+    state.action_status[n - 1] = _ALLOWED_CODE
+    if "grant_id" in r:  # drawn on a grant instead of a person's approval
+        grant = state.grants[r["grant_id"]]
+        grant.calls += 1
+        grant.spent += cost
+    state.remaining -= cost
+    state.actions_allowed += 1
+    state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
+    state.allowed_times.append(parse_ts(r["ts"]))
+
+
+def _deny(state: AgentState, r: dict[str, Any], reason: dict[str, Any]) -> None:
+    n, action, _ = _decided(state, r)
+    if action is not None:
+        action.reason = reason
+        action.decided_at = r["ts"]
+    state.action_status[n - 1] = _DENIED_CODE
+    state.actions_denied += 1
+
+
+def _denied(state: AgentState, r: dict[str, Any]) -> None:
+    _deny(state, r, r["reason"])
+
+
+def _rejected(state: AgentState, r: dict[str, Any]) -> None:
+    if r["action_id"] not in state.pending:
+        raise ValueError(f"{r['action_id']} is not pending approval")
+    _deny(state, r, {"code": "rejected", "by": r["by"], "reason": r["reason"]})
+
+
+def _expired(state: AgentState, r: dict[str, Any]) -> None:
+    if r["action_id"] not in state.pending:
+        raise ValueError(f"{r['action_id']} is not pending approval")
+    _deny(state, r, {"code": EXPIRED, "timeout_secs": r["timeout_secs"]})
+
+
+def _cancelled(state: AgentState, r: dict[str, Any]) -> None:
+    action = state.pending.pop(r["action_id"], None)
+    if action is None:
+        raise ValueError(f"{r['action_id']} is not pending approval")
+    reason: dict[str, Any] = {"code": CANCELLED, "by": r["by"]}
+    if "reason" in r:
+        reason["reason"] = r["reason"]
+    action.reason = reason
+    action.decided_at = r["ts"]
+    # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
+    state.action_status[_number(state, r) - 1] = _STATUS_CODES[CANCELLED]
+
+
+def _grant_issued(state: AgentState, r: dict[str, Any]) -> None:
+    grant_id = r["grant_id"]
+    if grant_id != f"grt-{len(state.grants) + 1}":
+        raise ValueError(f"{grant_id} issued where grt-{len(state.grants) + 1} comes next")
+    max_cost = r["max_cost"]
+    if state.grants is NO_GRANTS:
+        state.grants = {}
+    state.grants[grant_id] = Grant(
+        grant_id=grant_id,
+        seq=r["seq"],
+        issued_at=r["ts"],
+        tool=r["tool"],
+        by=r["by"],
+        note=r.get("note"),
+        max_calls=r["max_calls"],
+        max_cost=None if max_cost is None else Decimal(max_cost),
+        expires_at=r["expires_at"],
+        expires=datetime.fromisoformat(r["expires_at"]).timestamp(),
+        input_match=r["input_match"],
+        match=match_of(r["input_match"]),
+    )
+
+
+def _grant_revoked(state: AgentState, r: dict[str, Any]) -> None:
+    grant = state.grants[r["grant_id"]]
+    if grant.revoked_by is not None:
+        raise ValueError(f"{r['grant_id']} is revoked already")
+    grant.revoked_by = r["by"]
+    grant.revoked_at = r["ts"]
+    grant.revoke_reason = r.get("reason")
+
+
+def _outcome(state: AgentState, r: dict[str, Any]) -> None:
+    n = _number(state, r)
+    if state.action_status[n - 1] != _ALLOWED_CODE:
+        raise ValueError(f"{r['action_id']} is not allowed, or has its outcome already")
+    state.action_status[n - 1] = _STATUS_CODES[r["outcome"]]
+
+
+def _scar(state: AgentState, r: dict[str, Any]) -> None:
+    severity = r["severity"]
+    state.scars.append(Scar(r["seq"], severity, r["reason"], r.get("action_id")))
+    state.scar_score += SCAR_WEIGHTS[severity]
+
+
+def _terminated(state: AgentState, r: dict[str, Any]) -> None:
+    state.alive = False
+    state.termination_reason = r["reason"]
+    state.terminated_by = r["by"]
+
+
+_APPLY = {
+    "genesis": _genesis,
+    "policy": _policy,
+    "action_requested": _requested,
+    "approval_required": _approval_required,
+    "action_allowed": _allowed,
+    "action_denied": _denied,
+    "action_rejected": _rejected,
+    "approval_expired": _expired,
+    "action_cancelled": _cancelled,
+    "outcome": _outcome,
+    "scar": _scar,
+    "terminated": _terminated,
+    "grant_issued": _grant_issued,
+    "grant_revoked": _grant_revoked,
+}
+
+RECORD_KINDS = frozenset(_APPLY)
+
+
+# Views: the JSON shapes of the HTTP API (docs/api.md), built from state.
+
+
+def status_json(state: AgentState) -> dict[str, Any]:
+    return {
+        "agent_id": state.agent_id,
+        "alive": state.alive,
+        "termination_reason": state.termination_reason,
+        "budget": state.budget,
+        "spent": state.spent,
+        "remaining": state.remaining,
+        "scar_score": state.scar_score,
+        "scar_limit": state.policy.scar_limit if state.policy is not None else None,
+        "scars": [scar_json(s) for s in state.scars],
+        "actions_allowed": state.actions_allowed,
+        "actions_denied": state.actions_denied,
+        "actions_pending": len(state.pending),
+        "head": state.head.to_json(),
+        "public_key": state.public_key,
+    }
+
+
+def scar_json(scar: Scar) -> dict[str, Any]:
+    out: dict[str, Any] = {"seq": scar.seq, "severity": scar.severity, "reason": scar.reason}
+    if scar.action_id is not None:
+        out["action_id"] = scar.action_id
+    return out
+
+
+def action_json(state: AgentState, n: int) -> dict[str, Any]:
+    """GET .../actions/act-n: a held action from memory, any other from its
+    action_requested record and (if denied) the denial right after it."""
+    action_id = f"act-{n}"
+    held = state.held.get(action_id)
+    code = state.action_status[n - 1]
+    out: dict[str, Any]
+    if held is not None:
+        out = {
+            "action_id": action_id,
+            "tool": held.tool,
+            "input": held.input,
+            "cost": held.cost,
+            "status": _STATUS_NAMES[code],
+            "outcome": _OUTCOMES[code],
+            "requested_at": held.requested_at,
+        }
+        if held.reason is not None:
+            out["reason"] = held.reason
+        if held.approved_by is not None:
+            out["approved_by"] = held.approved_by
+        if held.note is not None:
+            out["note"] = held.note
+        if held.decided_at is not None:
+            out["decided_at"] = held.decided_at
+            if held.receipt_seq is not None:
+                out["receipt"] = receipt(state, held.seq, held.receipt_seq)
+        elif code == _PENDING_CODE:
+            deadline = approval_deadline(state, held)
+            if deadline is not None:
+                out["expires_at"] = _iso(deadline)
+        return out
+    seq = state.action_seqs[n - 1]
+    requested = state.records.get(seq)
+    out = {
+        "action_id": action_id,
+        "tool": requested["tool"],
+        "input": requested["input"],
+        "cost": requested["cost"],
+        "status": _STATUS_NAMES[code],
+        "outcome": _OUTCOMES[code],
+        "requested_at": requested["ts"],
+    }
+    if code == _DENIED_CODE:
+        out["reason"] = state.records.get(seq + 1)["reason"]
+    elif code != 0:
+        # Allowed (and perhaps completed since): the decision follows the request.
+        allowed = state.records.get(seq + 1)
+        if "grant_id" in allowed:
+            out["grant_id"] = allowed["grant_id"]
+        if "request_hash" in allowed:
+            out["receipt"] = receipt(state, seq, seq + 1)
+    return out
+
+
+def pending_json(action: Action, state: AgentState | None = None) -> dict[str, Any]:
+    """A pending entry; with ``state``, ``expires_at`` when a timeout applies."""
+    out: dict[str, Any] = {
+        "requested_at": action.requested_at,
+        "seq": action.seq,
+        "action": {
+            "action_id": action.action_id,
+            "tool": action.tool,
+            "input": action.input,
+            "cost": action.cost,
+        },
+    }
+    if state is not None:
+        deadline = approval_deadline(state, action)
+        if deadline is not None:
+            out["expires_at"] = _iso(deadline)
+    return out

@@ -1,0 +1,130 @@
+"""The data directory: where keys and agent logs live.
+
+<data-dir>/keys/audit.key   audit.pub   token.key   admin.token
+<data-dir>/agents/<agent_id>.jsonl
+<data-dir>/checkpoints/<agent_id>.checkpoint   (unless --checkpoint-dir says elsewhere)
+
+Besides the logs, ``agents/`` may hold ``<log>.torn`` (torn tails moved
+aside) and ``<log>.tmp`` (a creation a crash cut short, removed at start).
+Anything else there is an odd entry: reported at start and skipped, never
+followed or loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import attrs
+
+from agents_runtime.log.files.logfile import TMP_SUFFIX, TORN_SUFFIX
+from agents_runtime.log.keys import KeyRing, create_keys, fsync_dir, load_keys
+
+AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+LOG_SUFFIX = ".jsonl"
+CHECKPOINTS = "checkpoints"
+
+
+def valid_agent_id(agent_id: str) -> bool:
+    return AGENT_ID.fullmatch(agent_id) is not None
+
+
+@attrs.frozen
+class Scan:
+    agent_ids: list[str]  # sorted
+    odd: list[str]  # one line per odd entry, ready to print
+
+
+def _odd(entry: os.DirEntry[str]) -> str | None:
+    """What is wrong with an entry of ``agents/``, or None when it is one of ours."""
+    name = entry.name
+    if entry.is_symlink():
+        # A link could lead anywhere, outside the data dir included: never followed.
+        return "a symbolic link (guardd does not follow links in agents/)"
+    regular = entry.is_file(follow_symlinks=False)
+    for suffix, what in ((TORN_SUFFIX, "a torn tail"), (TMP_SUFFIX, "an unfinished log")):
+        if name.endswith(suffix):
+            return None if regular else f"named as {what} but not a regular file"
+    if not name.endswith(LOG_SUFFIX):
+        return "not an agent log (<agent_id>.jsonl)"
+    if not valid_agent_id(name[: -len(LOG_SUFFIX)]):
+        return "not a valid agent ID (1 to 64 of A-Z a-z 0-9 _ -)"
+    if entry.is_dir(follow_symlinks=False):
+        return "a directory, not a log file"
+    if not regular:
+        return "not a regular file"
+    return None
+
+
+def _shown(name: str) -> str:
+    """A file name safe to print on one line: escapes control characters
+    (and non-ASCII, and bytes that are not UTF-8) as Python writes them."""
+    return name.encode("unicode_escape").decode("ascii")
+
+
+@attrs.frozen
+class DataDir:
+    root: Path
+
+    @property
+    def keys_dir(self) -> Path:
+        return self.root / "keys"
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.root / "agents"
+
+    def log_path(self, agent_id: str) -> Path:
+        return self.agents_dir / f"{agent_id}{LOG_SUFFIX}"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        """Where checkpoints go when no other directory is given."""
+        return self.root / CHECKPOINTS
+
+    def agent_ids(self) -> list[str]:
+        """IDs of every log on disk, sorted."""
+        return self.scan().agent_ids
+
+    def scan(self) -> Scan:
+        """One pass over ``agents/``: the logs, and a line for each odd entry."""
+        ids: list[str] = []
+        odd: list[str] = []
+        try:
+            entries = sorted(os.scandir(self.agents_dir), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return Scan([], [])
+        for entry in entries:
+            name = entry.name
+            problem = _odd(entry)
+            if problem is not None:
+                odd.append(f"skipped agents/{_shown(name)}: {problem}")
+            elif name.endswith(LOG_SUFFIX):
+                ids.append(name[: -len(LOG_SUFFIX)])
+        return Scan(ids, odd)
+
+    def remove_unfinished(self) -> list[Path]:
+        """Delete logs whose creation a crash cut short (never acknowledged)."""
+        removed = []
+        if self.agents_dir.is_dir():
+            for path in self.agents_dir.glob(f"*{LOG_SUFFIX}{TMP_SUFFIX}"):
+                if path.is_symlink() or not path.is_file():
+                    continue  # not ours: scan() reports it
+                path.unlink()
+                removed.append(path)
+        return removed
+
+    def prepare(self) -> KeyRing:
+        """Create the directories, and the keys while no log exists; load the keys."""
+        fresh = not self.agents_dir.exists()
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.agents_dir.mkdir(mode=0o700, exist_ok=True)
+        if not self.agent_ids():
+            create_keys(self.keys_dir)
+        if fresh:
+            # The new directories' own entries must be durable before the
+            # first log in them is acknowledged.
+            fsync_dir(self.root)
+            fsync_dir(self.root.resolve().parent)
+        return load_keys(self.keys_dir)

@@ -1,0 +1,521 @@
+"""The registry: loads every agent at startup, starts and finds actors,
+creates agents, and stops them all cleanly.
+
+Loading verifies each log, against its checkpoint when it has one, and
+folds it into state. A final line cut by a crash (a torn tail) is moved aside
+to ``<id>.jsonl.torn``; any other failure quarantines the agent for the life
+of the process, leaving its file as it is. Odd entries of ``agents/`` are
+reported and skipped.
+
+While serving, a background task writes the checkpoint of each agent whose
+committed head moved, at most once every CHECKPOINT_EVERY seconds and once
+more at a graceful stop (agents_runtime/log/checkpoint.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from agents_runtime.core.commands import GetStatus
+from agents_runtime.core.policy import Policy, policy_json
+from agents_runtime.core.state import AgentState, apply, status_json
+from agents_runtime.errors import (
+    AgentExists,
+    AgentUnavailable,
+    LogWriteError,
+    NotFound,
+    Quarantined,
+    ReadOnly,
+)
+from agents_runtime.log import canonical
+from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
+from agents_runtime.log.files.committer import Committer
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail
+from agents_runtime.log.keys import KeyRing, Signer
+from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
+from agents_runtime.log.recordstore import FileRecords
+from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
+from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
+from agents_runtime.runtime.replay import Loaded, load_log
+
+log = logging.getLogger("agents_runtime.runtime.registry")
+
+# How often the heads that moved are written to their checkpoint files: the
+# most a checkpoint trails its log's committed head while guardd runs.
+CHECKPOINT_EVERY = 1.0
+
+
+@attrs.frozen
+class LoadSummary:
+    loaded: int
+    quarantined: dict[str, Failure]
+    torn: list[str]  # agents whose torn tail was moved aside
+    removed: int  # unfinished creations cleaned up
+    odd: list[str] = attrs.field(factory=list)  # one line per odd entry of agents/, skipped
+
+
+class Registry:
+    def __init__(
+        self,
+        data_dir: DataDir,
+        ring: KeyRing,
+        *,
+        committer: Committer | None = None,
+        clock: Clock = wall_clock,
+        io_for: Callable[[str], FileIO] | None = None,
+        checkpoint_dir: Path | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.checkpoints = CheckpointDir(checkpoint_dir or data_dir.checkpoints_dir)
+        self.ring = ring
+        self.committer = committer or Committer()
+        self.clock = clock
+        # The system calls each agent's log is written with (tests inject faults here).
+        self.io_for = io_for or (lambda agent_id: DEFAULT_IO)
+        self.actors: dict[str, AgentActor] = {}
+        self.quarantined: dict[str, Failure] = {}
+        self._creating: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._running = False
+        # Checkpoints: the seq each file holds (as read or last written: a
+        # seq is enough, since a head only moves forward and the hash at the
+        # checkpoint's seq was verified at load; a Head per agent would cost
+        # ~0.2 KiB of each idle agent), the agents whose committed head moved
+        # since the last round, and the loaded logs to fsync before a
+        # checkpoint first names their records.
+        self._saved_seq: dict[str, int] = {}
+        self._moved: set[str] = set()
+        self._unsynced: set[str] = set()
+        self._closing = asyncio.Event()
+        self._checkpointer: asyncio.Task[None] | None = None
+        # One writer of checkpoint files at a time, never one going backwards:
+        # a round still on its thread when stop() gives up waiting for it
+        # must not overwrite the final round's newer heads.
+        self._write_lock = threading.Lock()
+
+    # -- startup -------------------------------------------------------------
+
+    def load(self, *, workers: int | None = None) -> LoadSummary:
+        """Verify and fold every log on disk (before serving).
+
+        With enough logs to pay for it, worker processes (``workers``, default
+        one per usable CPU) verify and fold whole files in parallel; this
+        process adopts each result in agent order, so torn tails are moved and
+        quarantines decided exactly as when it does it all by itself."""
+        removed = len(self.data_dir.remove_unfinished())
+        torn: list[str] = []
+        scan = self.data_dir.scan()
+        for line in scan.odd:
+            log.warning("%s", line)
+        checkpoints = self._read_checkpoints(scan.agent_ids)
+        ids = [agent_id for agent_id in scan.agent_ids if agent_id not in self.quarantined]
+        logs = _load_logs(
+            self.data_dir,
+            ids,
+            [checkpoints.get(agent_id) for agent_id in ids],
+            self.ring.public_key,
+            self.ring.signer,
+            workers,
+        )
+        for loaded in logs:
+            if self._adopt(loaded):
+                if loaded.contents.torn_tail is not None:
+                    torn.append(loaded.agent_id)
+        return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
+
+    def _read_checkpoints(self, ids: list[str]) -> dict[str, Checkpoint]:
+        """Each agent's checkpoint. One that cannot be read quarantines its
+        agent; so does a checkpoint whose log is gone, the whole log being
+        the furthest a log can be cut."""
+        if not self.ring.read_only:
+            self.checkpoints.prepare()
+        found: dict[str, Checkpoint] = {}
+        for agent_id in ids:
+            try:
+                checkpoint = self.checkpoints.read(agent_id)
+            except CheckpointFileError as exc:
+                self._quarantine(agent_id, Failure(0, None, CHECKPOINT_UNREADABLE), str(exc))
+                continue
+            if checkpoint is not None:
+                found[agent_id] = checkpoint
+                self._saved_seq[agent_id] = checkpoint.seq
+        known = set(ids)
+        for agent_id in self.checkpoints.agent_ids():
+            if agent_id in known:
+                continue
+            try:
+                checkpoint = self.checkpoints.read(agent_id)
+            except CheckpointFileError:
+                checkpoint = None
+            seq = checkpoint.seq if checkpoint is not None else None
+            self._quarantine(
+                agent_id,
+                Failure(1, seq, TRUNCATED),
+                f"it has a checkpoint ({self.checkpoints.path(agent_id)}) but no log",
+            )
+        return found
+
+    def _quarantine(self, agent_id: str, failure: Failure, detail: str | None = None) -> None:
+        self.quarantined[agent_id] = failure
+        more = f" ({detail})" if detail else ""
+        log.error("agent %s quarantined: %s%s", agent_id, quarantine_message(failure), more)
+
+    def _adopt(self, loaded: Loaded) -> bool:
+        agent_id = loaded.agent_id
+        if loaded.state is None:
+            assert loaded.failure is not None
+            self._quarantine(agent_id, loaded.failure)
+            return False
+        path = self.data_dir.log_path(agent_id)
+        contents = loaded.contents
+        if contents.torn_tail is not None or contents.missing_newline:
+            if contents.torn_tail is not None:
+                log.warning(
+                    "agent %s: moved a torn final line (%d bytes, never acknowledged) to %s.torn",
+                    agent_id,
+                    len(contents.torn_tail),
+                    path.name,
+                )
+            move_torn_tail(path, contents)
+        length = path.stat().st_size
+        if self.ring.read_only:
+            logfile: LogFile = _ReadOnlyLog(path)
+        else:
+            logfile = LogFile.open(path, self.io_for(agent_id))
+        self.actors[agent_id] = self._actor(loaded.state, logfile, length)
+        head = loaded.state.head
+        saved = self._saved_seq.get(agent_id)
+        if saved is None:
+            log.warning(
+                "agent %s: no checkpoint; %s from its verified log (%s)",
+                agent_id,
+                "not written (read-only)" if self.ring.read_only else "one is written",
+                head.checkpoint(),
+            )
+        if saved != head.seq:
+            # Records this process has not fsynced itself: the log is fsynced
+            # before a checkpoint names them (kill -9 keeps them in the page
+            # cache, a power loss might not).
+            self._moved.add(agent_id)
+            self._unsynced.add(agent_id)
+        return True
+
+    def _actor(self, state: AgentState, logfile: LogFile, length: int) -> AgentActor:
+        actor = AgentActor(
+            state,
+            logfile=logfile,
+            signer=self.ring.signer,
+            committed_length=length,
+            committer=self.committer,
+            public_key=self.ring.public_key,
+            clock=self.clock,
+            moved=self._moved,
+        )
+        if self._running:
+            self._start(actor)
+        return actor
+
+    def _start(self, actor: AgentActor) -> None:
+        task = asyncio.get_running_loop().create_task(
+            actor.run(), name=f"agent:{actor.state.agent_id}"
+        )
+        actor.task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s ended with an error", task.get_name(), exc_info=task.exception())
+
+    async def start(self) -> None:
+        self._running = True
+        for actor in self.actors.values():
+            if actor.task is None:
+                self._start(actor)
+        if not self.ring.read_only and self._checkpointer is None:
+            self._closing.clear()
+            self._checkpointer = asyncio.get_running_loop().create_task(
+                self._checkpoint_rounds(), name="checkpoints"
+            )
+
+    # -- checkpoints ---------------------------------------------------------
+
+    async def _checkpoint_rounds(self) -> None:
+        """Write the heads that moved, every CHECKPOINT_EVERY seconds, until
+        stop() asks for the end (a round under way is finished first)."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), CHECKPOINT_EVERY)
+                return
+            await self.save_checkpoints()
+
+    async def save_checkpoints(self) -> None:
+        """Write the checkpoint of every agent whose committed head moved
+        since it was last written, on a thread: never on the decision path.
+        A failed write is logged and tried again next round."""
+        moved = [a for a in self._moved if a in self.actors]
+        self._moved.clear()
+        heads = {}
+        for agent_id in moved:
+            head = self.actors[agent_id].committed_head
+            if head.seq != self._saved_seq.get(agent_id):
+                heads[agent_id] = head
+        if not heads:
+            return
+        sync = [self.data_dir.log_path(a) for a in heads if a in self._unsynced]
+        try:
+            await asyncio.to_thread(self._write_checkpoints, heads, sync)
+        except OSError as exc:
+            log.error(
+                "writing checkpoints to %s failed: %s; trying again",
+                self.checkpoints.root,
+                exc.strerror or exc,
+            )
+            self._moved.update(heads)
+            return
+        self._unsynced.difference_update(heads)
+
+    def _write_checkpoints(self, heads: dict[str, Head], sync: list[Path]) -> None:
+        with self._write_lock:
+            saved = self._saved_seq
+            newer = {a: h for a, h in heads.items() if h.seq > saved.get(a, -1)}
+            self.checkpoints.write(newer, sync)
+            saved.update((a, h.seq) for a, h in newer.items())
+
+    # -- lookup --------------------------------------------------------------
+
+    def ref(self, agent_id: str) -> AgentRef:
+        actor = self.actors.get(agent_id)
+        if actor is not None:
+            return actor.ref
+        failure = self.quarantined.get(agent_id)
+        if failure is not None:
+            raise Quarantined(
+                f"agent {agent_id} is quarantined: its log failed verification at startup "
+                f"({quarantine_message(failure)})"
+            )
+        raise NotFound(f"no agent {agent_id}")
+
+    def exists(self, agent_id: str) -> bool:
+        return agent_id in self.actors or agent_id in self.quarantined
+
+    async def list(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        for agent_id in sorted(set(self.actors) | set(self.quarantined)):
+            failure = self.quarantined.get(agent_id)
+            if failure is not None:
+                entries.append(
+                    {
+                        "agent_id": agent_id,
+                        "state": "quarantined",
+                        "error": quarantine_message(failure),
+                        "failure": failure.to_json(),
+                    }
+                )
+                continue
+            try:
+                status = await self.actors[agent_id].ref.ask(GetStatus())
+            except AgentUnavailable:
+                continue
+            entries.append({"agent_id": agent_id, "state": "active", "status": status})
+        return entries
+
+    # -- creation ------------------------------------------------------------
+
+    async def create(self, agent_id: str, policy: Policy) -> dict[str, Any]:
+        """Write a new log (genesis and policy) durably, start its actor."""
+        if self.exists(agent_id) or agent_id in self._creating:
+            raise AgentExists(f"agent {agent_id} already exists")
+        signer = self.ring.signer
+        if signer is None:
+            raise ReadOnly("guardd has no signing key (keys/audit.key): cannot create agents")
+        self._creating.add(agent_id)
+        try:
+            path = self.data_dir.log_path(agent_id)
+            state = AgentState(agent_id, records=FileRecords(path))
+            ts = timestamp_now(self.clock)
+            lines = []
+            for fields in (
+                genesis_fields(agent_id, signer.public_key_hex),
+                {"kind": "policy", "policy": policy_json(policy)},
+            ):
+                sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
+                record = canonical.loads(sealed.line[:-1])
+                apply(state, record)
+                state.records.add(record, sealed.line)
+                lines.append(sealed.line)
+            data = b"".join(lines)
+            try:
+                io = self.io_for(agent_id)
+                logfile = await asyncio.to_thread(LogFile.create, path, data, io)
+            except FileExistsError:
+                raise AgentExists(f"agent {agent_id} already exists") from None
+            except LogWriteError as exc:
+                log.error("creating agent %s failed: %s", agent_id, exc)
+                raise
+            self.actors[agent_id] = self._actor(state, logfile, len(data))
+            self._moved.add(agent_id)  # created durably: its first checkpoint is due
+            return status_json(state)
+        finally:
+            self._creating.discard(agent_id)
+
+    # -- shutdown ------------------------------------------------------------
+
+    def release_watchers(self) -> None:
+        for actor in self.actors.values():
+            actor.release_watchers()
+
+    async def stop(self, grace: float = 4.0) -> None:
+        """Let every actor finish its mailbox and fsync, then end the tasks.
+
+        Hypercorn's own grace (5 s) comes first; with this 4 s the process
+        exits within the 10 s an orchestrator gives after SIGTERM."""
+        self._running = False
+        actors = [a for a in self.actors.values() if a.task is not None and not a.task.done()]
+        await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
+        tasks = [a.task for a in actors if a.task is not None]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=grace)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=1.0)
+        # Writers finish what is queued (a cancelled actor's batch included)
+        # before any log is closed.
+        self.committer.close()
+        if self._checkpointer is not None:
+            self._closing.set()
+            await asyncio.wait([self._checkpointer], timeout=grace)
+            self._checkpointer = None
+            # Every head is final now: the checkpoints end where the logs do.
+            await self.save_checkpoints()
+        for actor in self.actors.values():
+            if actor.logfile is not None:
+                actor.logfile.close()
+
+
+class _ReadOnlyLog(LogFile):
+    """Stands in for a LogFile when there is no signing key: never written."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, -1)
+
+    def append(self, data: bytes) -> tuple[float, float]:  # pragma: no cover - refused earlier
+        raise LogWriteError("read-only")
+
+    def close(self) -> None:
+        pass
+
+
+# Startup verifies in worker processes only when there is this much log to
+# verify: below it, starting them costs more than they save.
+PARALLEL_LOAD_BYTES = 4 * 1024 * 1024
+LOAD_TASK_BYTES = 1024 * 1024  # logs per worker task, to amortise the hand-offs
+
+
+def load_workers() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _load_logs(
+    data_dir: DataDir,
+    ids: list[str],
+    checkpoints: list[Checkpoint | None],
+    public_key: bytes,
+    signer: Signer | None,
+    workers: int | None,
+) -> Iterator[Loaded]:
+    """``load_log`` of each agent, in order; whole files in worker processes
+    when it pays. Lines are dropped from what workers send back: adopting a
+    log needs only its state, failure and tail. The signer goes to the
+    workers (our own children, over the pool's pipe) so that they check
+    signatures as cheaply as this process does."""
+    workers = load_workers() if workers is None else workers
+    sizes = [_size(data_dir.log_path(agent_id)) for agent_id in ids]
+    done = 0
+    if workers > 1 and sum(sizes) >= PARALLEL_LOAD_BYTES:
+        tasks: list[list[tuple[str, Checkpoint | None]]] = [[]]
+        task_bytes = 0
+        for agent_id, checkpoint, size in zip(ids, checkpoints, sizes, strict=True):
+            if task_bytes >= LOAD_TASK_BYTES:
+                tasks.append([])
+                task_bytes = 0
+            tasks[-1].append((agent_id, checkpoint))
+            task_bytes += size
+        # fork is cheapest and imports nothing again, but is only safe while this
+        # process has one thread (guardd at startup); otherwise spawn.
+        context = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+        pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context)
+        try:
+            results = pool.map(
+                _load_task,
+                [data_dir] * len(tasks),
+                tasks,
+                [public_key] * len(tasks),
+                [signer] * len(tasks),
+            )
+            for batch in results:
+                yield from batch
+                done += len(batch)
+        except (BrokenProcessPool, OSError) as exc:
+            log.warning("verifying logs in worker processes failed (%s); going on here", exc)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    for agent_id, checkpoint in zip(ids[done:], checkpoints[done:], strict=True):
+        yield load_log(
+            data_dir.log_path(agent_id), agent_id, public_key, signer=signer, checkpoint=checkpoint
+        )
+
+
+def _load_task(
+    data_dir: DataDir,
+    agents: list[tuple[str, Checkpoint | None]],
+    public_key: bytes,
+    signer: Signer | None,
+) -> list[Loaded]:
+    """In a worker process: verify and fold these agents' logs."""
+    out = []
+    for agent_id, checkpoint in agents:
+        path = data_dir.log_path(agent_id)
+        loaded = load_log(path, agent_id, public_key, signer=signer, checkpoint=checkpoint)
+        out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
+    return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # load_log will say what is wrong with it
+
+
+def timestamp_now(clock: Clock) -> str:
+    return timestamp_micros(round(clock() * 1_000_000))  # as the actor makes its ts
+
+
+def quarantine_message(failure: Failure) -> str:
+    if failure.line == 0:  # not about a line of the log (its checkpoint file)
+        return failure.reason
+    seq = "?" if failure.seq is None else failure.seq
+    return f"line {failure.line} (seq {seq}): {failure.reason}"
+
+
+__all__ = ["Head", "LoadSummary", "Registry", "quarantine_message"]

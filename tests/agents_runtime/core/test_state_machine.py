@@ -1,0 +1,309 @@
+"""Random command sequences against one agent (hypothesis stateful testing).
+
+After every step the state rebuilt from the file on disk (``load_log``, which
+verifies every record) must equal the live state. At the end of each example
+``audit replay`` must find every record of the log to be what the log's own
+policy would have written. A restart rule reloads the whole registry from disk
+mid-sequence.
+
+Each machine owns its event loop (``asyncio.new_event_loop``) and runs every
+step to completion on it; the loop is closed in ``teardown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from agents_runtime.core import commands as c
+from agents_runtime.core.policy import Policy
+from agents_runtime.core.state import expired_actions, parse_ts
+from agents_runtime.errors import AgentError, IdempotencyConflict
+from agents_runtime.log import canonical
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.runtime.registry import Registry
+from audit.replay import replay_records
+from tests.agents_runtime.support import (
+    AGENT,
+    FakeClock,
+    allowed_ids,
+    live_state,
+    policy,
+    replayed_state,
+    snapshot,
+    write_test_keys,
+)
+
+TOOLS = ("read", "send", "capped", "nope")  # listed, approval, capped, unlisted
+COSTS = (None, "0", "0.1", "0.5", "1", "2.5", "7")
+SEVERITIES = ("minor", "moderate", "severe", "fatal")
+# Mostly light scars, so that agents live long enough to do interesting things.
+SCARS = ("minor", "minor", "minor", "moderate", "moderate", "severe", "fatal")
+
+
+def machine_policy(
+    budget: str, scar_limit: int, rate: tuple[int, int] | None, timeout: int | None = None
+) -> Policy:
+    return policy(
+        budget=Decimal(budget),
+        scar_limit=scar_limit,
+        tools={
+            "read": {"cost": Decimal("0.5")},
+            "send": {"cost": 2, "requires_approval": True},
+            "capped": {"max_calls": 2},
+        },
+        rate_limit=None if rate is None else {"max_actions": rate[0], "window_secs": rate[1]},
+        approval_timeout_secs=timeout,
+    )
+
+
+policies = st.builds(
+    machine_policy,
+    budget=st.sampled_from(["0", "1", "3.5", "4", "6"]),
+    scar_limit=st.integers(4, 30),
+    rate=st.one_of(st.none(), st.tuples(st.integers(1, 4), st.sampled_from([1, 10, 60]))),
+    # Held actions expire after this long (fake seconds), or never.
+    timeout=st.sampled_from([None, None, 5, 30, 60]),
+)
+
+
+class AgentMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = Path(tempfile.mkdtemp(prefix="guard-machine-"))
+        self.loop = asyncio.new_event_loop()
+        self.clock = FakeClock()
+        self.data_dir = DataDir(self.root)
+        write_test_keys(self.root)
+        self.ring = self.data_dir.prepare()
+        self.registry = self._open()
+        self.run(self.registry.create(AGENT, machine_policy("4", 20, (4, 10), 30)))
+        self.requests = 0  # action IDs handed out
+        self.keys: dict[str, c.RequestAction] = {}
+
+    # -- plumbing ------------------------------------------------------------
+
+    def run(self, awaitable: Any) -> Any:
+        return self.loop.run_until_complete(awaitable)
+
+    def _open(self) -> Registry:
+        registry = Registry(self.data_dir, self.ring, clock=self.clock)
+        summary = registry.load()
+        assert not summary.quarantined
+        self.run(registry.start())
+        if AGENT in registry.actors:
+            # The actor's first batch (which expires what fell due while it
+            # was stopped) is over before the machine looks at the state.
+            async def first() -> Any:
+                return await registry.ref(AGENT).ask(c.GetStatus())
+
+            self.run(first())
+        return registry
+
+    def ask(self, command: Any) -> Any:
+        async def send() -> Any:  # ask sends at once, so on the running loop
+            return await self.registry.ref(AGENT).ask(command)
+
+        return self.run(send())
+
+    def try_ask(self, command: Any) -> Any:
+        try:
+            return self.ask(command)
+        except AgentError as exc:
+            return exc
+
+    def action_id(self, pick: int) -> str:
+        # 0 is one past the last: an unknown action
+        return f"act-{pick % (self.requests + 1) + 1}" if self.requests else "act-1"
+
+    def teardown(self) -> None:
+        try:
+            self.check_audit_replay()
+        finally:
+            try:
+                self.run(self.registry.stop())
+            finally:
+                self.loop.close()
+                shutil.rmtree(self.root, ignore_errors=True)
+
+    def check_audit_replay(self) -> None:
+        """audit replay on the log this example produced: every record is what
+        the log's own policy would have written; its state is the live one."""
+        path = self.data_dir.log_path(AGENT)
+        records = [canonical.loads(line) for line in path.read_bytes().splitlines()]
+        result = replay_records(records)
+        assert result.ok, [str(p) for p in result.problems]
+        assert result.state is not None
+        assert snapshot(result.state) == snapshot(live_state(self.registry))
+        stamps = [r["ts"] for r in records]
+        assert stamps == sorted(stamps)
+
+    # -- rules ------------------------------------------------------------------
+
+    @rule(
+        tool=st.sampled_from(TOOLS),
+        cost=st.sampled_from(COSTS),
+        key=st.one_of(st.none(), st.sampled_from(["k1", "k2", "k3"])),
+        data=st.dictionaries(st.sampled_from("ab"), st.integers(0, 3), max_size=2),
+    )
+    def request(self, tool: str, cost: str | None, key: str | None, data: dict[str, int]) -> None:
+        command = c.RequestAction(tool, data or None, None if cost is None else Decimal(cost), key)
+        reply = self.try_ask(command)
+        earlier = self.keys.get(key) if key is not None else None
+        if earlier is not None:
+            if (earlier.tool, earlier.input, earlier.cost) == (tool, command.input, command.cost):
+                assert isinstance(reply, dict)
+                assert int(reply["action_id"].removeprefix("act-")) <= self.requests
+            else:
+                assert isinstance(reply, IdempotencyConflict)
+            return
+        assert isinstance(reply, dict), reply
+        self.requests += 1
+        assert reply["action_id"] == f"act-{self.requests}"
+        if key is not None:
+            self.keys[key] = command
+        state = live_state(self.registry)
+        if reply["decision"] == "allowed":
+            assert reply["remaining"] == state.remaining or not state.alive
+
+    @rule(tool=st.sampled_from(TOOLS[:3]), cost=st.sampled_from(COSTS[:5]))
+    def request_listed_tool(self, tool: str, cost: str | None) -> None:
+        self.request(tool, cost, None, {})
+
+    @rule(tool=st.sampled_from(TOOLS[:3]), cost=st.sampled_from(COSTS[:5]))
+    def request_listed_tool_again(self, tool: str, cost: str | None) -> None:
+        self.request(tool, cost, None, {})
+
+    @precondition(lambda self: bool(allowed_ids(live_state(self.registry))))
+    @rule(
+        pick=st.integers(0, 40),
+        outcome=st.sampled_from(["success", "success", "failure", "harmful"]),
+        role=st.sampled_from([c.AGENT, c.ADMIN]),
+    )
+    def report_outcome_of_allowed(self, pick: int, outcome: str, role: str) -> None:
+        allowed = allowed_ids(live_state(self.registry))
+        self.try_ask(c.ReportOutcome(allowed[pick % len(allowed)], outcome, role, None))
+
+    @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("fine")))
+    def approve(self, pick: int, note: str | None) -> None:
+        self.try_ask(c.Approve(self.action_id(pick), "alice", note))
+
+    @precondition(lambda self: bool(live_state(self.registry).pending))
+    @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("ok")))
+    def approve_pending(self, pick: int, note: str | None) -> None:
+        pending = list(live_state(self.registry).pending)
+        reply = self.ask(c.Approve(pending[pick % len(pending)], "alice", note))
+        assert reply["decision"] in ("allowed", "denied")
+
+    @precondition(lambda self: bool(live_state(self.registry).pending))
+    @rule(pick=st.integers(0, 40))
+    def approve_pending_again(self, pick: int) -> None:
+        self.approve_pending(pick, None)
+
+    @precondition(lambda self: bool(live_state(self.registry).pending))
+    @rule(pick=st.integers(0, 40), scar=st.one_of(st.none(), st.sampled_from(SCARS)))
+    def reject_pending(self, pick: int, scar: str | None) -> None:
+        pending = list(live_state(self.registry).pending)
+        reply = self.ask(c.Reject(pending[pick % len(pending)], "bob", "no", scar))
+        assert reply["reason"]["code"] == "rejected"
+
+    @rule(pick=st.integers(0, 40), scar=st.one_of(st.none(), st.sampled_from(SEVERITIES)))
+    def reject(self, pick: int, scar: str | None) -> None:
+        self.try_ask(c.Reject(self.action_id(pick), "bob", "no", scar))
+
+    @precondition(lambda self: bool(live_state(self.registry).pending))
+    @rule(
+        pick=st.integers(0, 40),
+        role=st.sampled_from([c.AGENT, c.ADMIN]),
+        reason=st.one_of(st.none(), st.just("gave up")),
+    )
+    def cancel_pending(self, pick: int, role: str, reason: str | None) -> None:
+        state = live_state(self.registry)
+        pending = list(state.pending)
+        before = (state.remaining, state.actions_allowed, state.actions_denied, state.scar_score)
+        reply = self.ask(c.Cancel(pending[pick % len(pending)], role, reason))
+        assert reply["status"] == "cancelled"
+        state = live_state(self.registry)
+        after = (state.remaining, state.actions_allowed, state.actions_denied, state.scar_score)
+        assert after == before
+
+    @rule(pick=st.integers(0, 40))
+    def cancel(self, pick: int) -> None:
+        self.try_ask(c.Cancel(self.action_id(pick), c.AGENT, None))
+
+    @rule(
+        pick=st.integers(0, 40),
+        outcome=st.sampled_from(["success", "failure", "harmful"]),
+        role=st.sampled_from([c.AGENT, c.ADMIN]),
+    )
+    def report_outcome(self, pick: int, outcome: str, role: str) -> None:
+        self.try_ask(c.ReportOutcome(self.action_id(pick), outcome, role, "detail"))
+
+    @rule(severity=st.sampled_from(SCARS), pick=st.one_of(st.none(), st.integers(0, 40)))
+    def add_scar(self, severity: str, pick: int | None) -> None:
+        action_id = None if pick is None else self.action_id(pick)
+        self.try_ask(c.AddScar(severity, "operator saw something", action_id))
+
+    @precondition(lambda self: self.requests >= 6)  # late, so there is a life before it
+    @rule()
+    def terminate(self) -> None:
+        alive = live_state(self.registry).alive
+        reply = self.try_ask(c.Terminate("operator stop", "carol"))
+        assert isinstance(reply, dict) == alive
+
+    @rule(new_policy=policies)
+    def set_policy(self, new_policy: Policy) -> None:
+        alive = live_state(self.registry).alive
+        reply = self.try_ask(c.SetPolicy(new_policy))
+        assert isinstance(reply, dict) == alive
+
+    @rule(seconds=st.sampled_from([0.25, 1, 5, 10, 61]))
+    def advance_time(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    @rule(backwards=st.sampled_from([1, 30]))
+    def clock_goes_backwards(self, backwards: float) -> None:
+        self.clock.advance(-backwards)  # ts must still never go backwards
+
+    @rule()
+    def restart(self) -> None:
+        state = live_state(self.registry)
+        before = snapshot(state)
+        now = max(self.clock(), parse_ts(state.last_ts))
+        due = [action.action_id for action, _ in expired_actions(state, now)]
+        length = len(self.data_dir.log_path(AGENT).read_bytes().splitlines())
+        self.run(self.registry.stop())
+        self.registry = self._open()
+        if not due:
+            assert snapshot(live_state(self.registry)) == before
+            return
+        # What fell due while stopped is expired first, and nothing else written.
+        lines = self.data_dir.log_path(AGENT).read_bytes().splitlines()[length:]
+        written = [canonical.loads(line) for line in lines]
+        assert [(r["kind"], r["action_id"]) for r in written] == [
+            ("approval_expired", action_id) for action_id in due
+        ]
+
+    # -- invariants --------------------------------------------------------------
+
+    @invariant()
+    def replayed_state_equals_live_state(self) -> None:
+        live = snapshot(live_state(self.registry))
+        assert snapshot(replayed_state(self.registry)) == live
+
+
+AgentMachine.TestCase.settings = settings(
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestAgentMachine = AgentMachine.TestCase
