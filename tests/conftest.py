@@ -7,6 +7,9 @@ import pytest
 
 from tests.support.server import GuardServer
 
+# A real PostgreSQL for the store's tests: postgres_server, postgres_dsn, the "postgres" marker.
+pytest_plugins = ["tests.support.postgres_plugin"]
+
 
 @pytest.fixture
 def guard_server(tmp_path: Path) -> Iterator[GuardServer]:
