@@ -3,6 +3,8 @@
     audit verify <file> [--public-key HEX] [--checkpoint SEQ:HASH | --checkpoint-file PATH]
                         [--log-id ID] [--json]
     audit show <file> [--json]
+    audit replay <file> [--public-key HEX] [--log-id ID] [--json]
+    audit replay --policy FILE (<file> | --data-dir DIR [--agent ID]) [--examples N] [--json]
 
 Exit status: 0 OK, 1 FAILED (or, for show, a line that is not a record),
 2 usage error or unreadable input. Each subcommand is one ``_add_<name>``
@@ -19,14 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeAlias
 
+from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointFileError, read_checkpoint_file
 from agents_runtime.log.files.datadir import valid_agent_id
 from agents_runtime.log.verify import Checkpoint
-from audit.errors import AuditError, UsageError
-from audit.replay import add_subcommand as _add_replay
+from audit.errors import AuditError, UnknownFormat, UsageError
+from audit.replay import replay_records, replay_text
 from audit.show import canonical_lines, table
-from audit.source import FORMAT_NAMES, read_source, shown
-from audit.verification import Outcome, verify_source
+from audit.source import read_source, shown
+from audit.verification import verify_source, verify_text
+from audit.whatif import add_arguments as _add_what_if_arguments
+from audit.whatif import run_what_if, wants_what_if
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -133,6 +138,31 @@ def _add_show(subparsers: Subparsers) -> None:
     parser.set_defaults(run=_run_show)
 
 
+def _add_replay(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="re-decide every action of a log from its own policy records, or under a "
+        "candidate policy (--policy)",
+        description=(
+            "Verify a whole log, then re-run the service's checks and behaviour on it: "
+            "report every record the log's own policy would not have made. With --policy, "
+            "report instead which decisions a candidate policy would change."
+        ),
+    )
+    parser.add_argument("file", nargs="?", help="the log file or saved records (from seq 0)")
+    parser.add_argument(
+        "--public-key", type=_public_key, metavar="HEX", help="the service's public key (hex)"
+    )
+    parser.add_argument(
+        "--log-id", type=_log_id, metavar="ID", help="the log_id the genesis record must carry"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (per agent with --policy)"
+    )
+    _add_what_if_arguments(parser)
+    parser.set_defaults(run=_run_replay)
+
+
 SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (_add_verify, _add_show, _add_replay)
 
 
@@ -166,55 +196,6 @@ def _run_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
-def verify_text(outcome: Outcome) -> list[str]:
-    """The human report of ``audit verify``."""
-    report, source = outcome.report, outcome.source
-    head = report.head
-    lines = []
-    if report.failure is None:
-        span = f" (seq {report.first_seq} to {head.seq})" if head is not None else ""
-        lines.append(f"OK: {report.records} records{span}")
-    else:
-        failure = report.failure
-        where = f"line {failure.line}" + (
-            f" (seq {failure.seq})" if failure.seq is not None else ""
-        )
-        lines.append(f"FAILED: {where}: {failure.reason}")
-        if outcome.detail:
-            lines.append(f"  {outcome.detail}")
-    lines.append(f"file:       {shown(source.path)} ({FORMAT_NAMES[source.format]})")
-    if report.failure is not None:
-        verified = f"{report.records} records before the failure"
-        if head is not None:
-            verified += f" (seq {report.first_seq} to {head.seq})"
-        lines.append(f"verified:   {verified}")
-    if report.first_seq == 0 and report.records:
-        lines.append(f"log_id:     {report.log_id}")
-    elif report.is_slice:
-        lines.append("log_id:     unknown (no genesis record in a slice)")
-    if head is not None:
-        lines.append(f"head:       {head.checkpoint()}")
-    if report.public_key is None:
-        lines.append("public key: none: signatures not checked")
-    elif report.key_trusted:
-        lines.append(f"public key: {report.public_key} (given; every signature matches it)")
-    elif outcome.ok:
-        lines.append(f"public key: {report.public_key} (from the genesis record, not given)")
-    else:
-        lines.append(f"public key: {report.public_key}")
-    if report.is_slice:
-        lines.append(
-            f"slice:      starts at seq {report.first_seq}, not 0: verified its own chain only; "
-            f"records before seq {report.first_seq} are not covered"
-        )
-    if outcome.checkpoint is not None and report.checkpoint_checked:
-        lines.append(f"checkpoint: {outcome.checkpoint.seq}:{outcome.checkpoint.hash} matches")
-    if source.torn_tail is not None:
-        tail = source.torn_tail
-        lines.append(f"torn tail:  line {tail.line}, {tail.size} bytes, not verified")
-    return lines
-
-
 def _run_show(args: argparse.Namespace) -> int:
     source = read_source(args.file)
     _warn(
@@ -237,6 +218,36 @@ def _run_show(args: argparse.Namespace) -> int:
         rows, unreadable = table(source)
         print("\n".join(rows))
     return EXIT_FAILED if unreadable else EXIT_OK
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    if wants_what_if(args):
+        return run_what_if(args)
+    if args.file is None:
+        raise UsageError("give the log file to replay (or --data-dir DIR with --policy FILE)")
+    source = read_source(Path(args.file))
+    outcome = verify_source(source, public_key=args.public_key, log_id=args.log_id)
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if not outcome.ok:
+        if args.json:
+            print(json.dumps({"ok": False, "verification": outcome.to_json(), "problems": []}))
+        else:
+            print("FAILED: the log does not verify, so it cannot be replayed")
+            print("\n".join(verify_text(outcome)))
+        return EXIT_FAILED
+    if outcome.report.is_slice:
+        raise UnknownFormat(
+            f"{shown(source.path)}: the records start at seq {outcome.report.first_seq}, not 0: "
+            "replay needs the whole log from its genesis record"
+        )
+    records = [canonical.loads(item) for item in source.items if item is not None]
+    result = replay_records(records)
+    if args.json:
+        print(json.dumps({**result.to_json(), "verification": outcome.to_json()}))
+    else:
+        print("\n".join(replay_text(result)))
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,16 +20,16 @@ after ``terminated``, a repeated Idempotency-Key that created an action.
 The chain is verified first; a log that fails verification is not replayed.
 Records are compared by content; ``seq``, ``ts``, ``prev``, ``hash`` and
 ``sig`` are the verifier's business.
+
+This module is the replay alone, which ``audit.whatif`` builds on; the
+subcommand (its options and its output) is ``audit.cli``'s, so that neither
+module needs the other.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from decimal import Decimal
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -40,15 +40,6 @@ from agents_runtime.core.state import AgentState, apply, expired_actions, parse_
 from agents_runtime.errors import AgentError, PolicyError
 from agents_runtime.log import canonical
 from agents_runtime.log.record import SEALED_FIELDS, ZERO_HASH
-from audit.errors import UnknownFormat, UsageError
-from audit.source import read_source, shown
-from audit.verification import verify_source
-
-if TYPE_CHECKING:
-    from audit.cli import Subparsers
-
-EXIT_OK = 0
-EXIT_FAILED = 1
 
 CHAIN_FIELDS = frozenset({"seq", "ts", "prev"}) | SEALED_FIELDS
 
@@ -436,71 +427,6 @@ def replay_records(records: list[dict[str, Any]]) -> Replay:
     return _Replayer(records).run()
 
 
-# -- the subcommand -------------------------------------------------------------
-
-
-def add_subcommand(subparsers: Subparsers) -> None:
-    """``audit replay``; registered in audit.cli.SUBCOMMANDS."""
-    from audit.cli import _log_id, _public_key
-    from audit.whatif import add_arguments
-
-    parser = subparsers.add_parser(
-        "replay",
-        help="re-decide every action of a log from its own policy records, or under a "
-        "candidate policy (--policy)",
-        description=(
-            "Verify a whole log, then re-run the service's checks and behaviour on it: "
-            "report every record the log's own policy would not have made. With --policy, "
-            "report instead which decisions a candidate policy would change."
-        ),
-    )
-    parser.add_argument("file", nargs="?", help="the log file or saved records (from seq 0)")
-    parser.add_argument(
-        "--public-key", type=_public_key, metavar="HEX", help="the service's public key (hex)"
-    )
-    parser.add_argument(
-        "--log-id", type=_log_id, metavar="ID", help="the log_id the genesis record must carry"
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object (per agent with --policy)"
-    )
-    add_arguments(parser)
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from audit.cli import verify_text
-    from audit.whatif import run_what_if, wants_what_if
-
-    if wants_what_if(args):
-        return run_what_if(args)
-    if args.file is None:
-        raise UsageError("give the log file to replay (or --data-dir DIR with --policy FILE)")
-    source = read_source(Path(args.file))
-    outcome = verify_source(source, public_key=args.public_key, log_id=args.log_id)
-    for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if not outcome.ok:
-        if args.json:
-            print(json.dumps({"ok": False, "verification": outcome.to_json(), "problems": []}))
-        else:
-            print("FAILED: the log does not verify, so it cannot be replayed")
-            print("\n".join(verify_text(outcome)))
-        return EXIT_FAILED
-    if outcome.report.is_slice:
-        raise UnknownFormat(
-            f"{shown(source.path)}: the records start at seq {outcome.report.first_seq}, not 0: "
-            "replay needs the whole log from its genesis record"
-        )
-    records = [canonical.loads(item) for item in source.items if item is not None]
-    result = replay_records(records)
-    if args.json:
-        print(json.dumps({**result.to_json(), "verification": outcome.to_json()}))
-    else:
-        print("\n".join(replay_text(result)))
-    return EXIT_OK if result.ok else EXIT_FAILED
-
-
 def replay_text(result: Replay) -> list[str]:
     """The human report of ``audit replay``."""
     summary = (
@@ -519,10 +445,8 @@ def replay_text(result: Replay) -> list[str]:
 __all__ = [
     "Problem",
     "Replay",
-    "add_subcommand",
     "describe",
     "fields_of",
     "replay_records",
     "replay_text",
-    "run",
 ]

@@ -18,7 +18,7 @@ from agents_runtime.log.verify import (
     Failure,
     Report,
 )
-from audit.source import RECORDS, RESPONSE, Source, data_dir_agent_id, shown
+from audit.source import FORMAT_NAMES, RECORDS, RESPONSE, Source, data_dir_agent_id, shown
 
 NO_KEY_WARNING = (
     "no --public-key given: this proves only that the file is internally consistent, "
@@ -193,3 +193,52 @@ def _genesis_field(source: Source, name: str) -> Any:
     except CanonicalError:  # pragma: no cover - the verifier read it before failing on it
         return None
     return record.get(name) if isinstance(record, dict) else None
+
+
+def verify_text(outcome: Outcome) -> list[str]:
+    """The human report of ``audit verify``."""
+    report, source = outcome.report, outcome.source
+    head = report.head
+    lines = []
+    if report.failure is None:
+        span = f" (seq {report.first_seq} to {head.seq})" if head is not None else ""
+        lines.append(f"OK: {report.records} records{span}")
+    else:
+        failure = report.failure
+        where = f"line {failure.line}" + (
+            f" (seq {failure.seq})" if failure.seq is not None else ""
+        )
+        lines.append(f"FAILED: {where}: {failure.reason}")
+        if outcome.detail:
+            lines.append(f"  {outcome.detail}")
+    lines.append(f"file:       {shown(source.path)} ({FORMAT_NAMES[source.format]})")
+    if report.failure is not None:
+        verified = f"{report.records} records before the failure"
+        if head is not None:
+            verified += f" (seq {report.first_seq} to {head.seq})"
+        lines.append(f"verified:   {verified}")
+    if report.first_seq == 0 and report.records:
+        lines.append(f"log_id:     {report.log_id}")
+    elif report.is_slice:
+        lines.append("log_id:     unknown (no genesis record in a slice)")
+    if head is not None:
+        lines.append(f"head:       {head.checkpoint()}")
+    if report.public_key is None:
+        lines.append("public key: none: signatures not checked")
+    elif report.key_trusted:
+        lines.append(f"public key: {report.public_key} (given; every signature matches it)")
+    elif outcome.ok:
+        lines.append(f"public key: {report.public_key} (from the genesis record, not given)")
+    else:
+        lines.append(f"public key: {report.public_key}")
+    if report.is_slice:
+        lines.append(
+            f"slice:      starts at seq {report.first_seq}, not 0: verified its own chain only; "
+            f"records before seq {report.first_seq} are not covered"
+        )
+    if outcome.checkpoint is not None and report.checkpoint_checked:
+        lines.append(f"checkpoint: {outcome.checkpoint.seq}:{outcome.checkpoint.hash} matches")
+    if source.torn_tail is not None:
+        tail = source.torn_tail
+        lines.append(f"torn tail:  line {tail.line}, {tail.size} bytes, not verified")
+    return lines

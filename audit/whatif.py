@@ -59,7 +59,7 @@ from agents_runtime.log.record import ZERO_HASH, Head
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
 from audit.replay import command_for
 from audit.source import data_dir_agent_id, read_source, shown
-from audit.verification import verify_source
+from audit.verification import verify_source, verify_text
 
 RULES = (
     "the candidate stands in for the log's first policy record; later policy records are left out",
@@ -422,8 +422,6 @@ def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None]:
 
 
 def run_what_if(args: argparse.Namespace) -> int:
-    from audit.cli import verify_text
-
     logs, key = _logs(args)
     candidate = read_candidate(args.policy)
     status = 0
