@@ -8,6 +8,8 @@ The tree::
     ├── ApiForbidden              403 forbidden
     └── ApiNotFound               404 not_found
 
+    guardd.jsonio.BodyError       400 bad_request (a request body that cannot be read as strict JSON)
+
 agents_runtime errors (AgentError subclasses) carry their own code; werkzeug's
 HTTP exceptions (unknown path, wrong method, body too large) and anything
 unexpected are mapped by ``register_error_handlers``. The body is always
@@ -24,7 +26,7 @@ from quart import Quart, Response, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
 from agents_runtime.errors import AgentError, GuardError
-from guardd.jsonio import json_response
+from guardd.jsonio import BodyError, json_response
 
 log = logging.getLogger("guardd")
 
@@ -88,6 +90,10 @@ def register_error_handlers(app: Quart) -> None:
     async def _api(exc: ApiError) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if exc.code == "unauthorized" else None
         return error_response(exc.code, exc.message, headers)
+
+    @app.errorhandler(BodyError)
+    async def _body(exc: BodyError) -> Response:
+        return error_response("bad_request", str(exc))
 
     @app.errorhandler(AgentError)
     async def _agent(exc: AgentError) -> Response:

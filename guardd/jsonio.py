@@ -33,6 +33,15 @@ _JSON_HEADERS = {"Cache-Control": "no-store", **SECURITY_HEADERS}
 SEND_AT_ONCE = 64 * 1024
 
 
+class BodyError(ValueError):
+    """A request body ``read_json`` refuses; ``guardd.errors`` answers it
+    400 bad_request, as it answers its own BadRequest.
+
+    Not a BadRequest itself: guardd.errors builds every error answer with
+    ``json_response``, so this module must not need guardd.errors.
+    """
+
+
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     extra = {**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS
     body = dumps(value)
@@ -43,9 +52,7 @@ def json_response(value: Any, status: int = 200, headers: dict[str, str] | None 
 
 
 async def read_json() -> Any:
-    """The request body as strict JSON, or BadRequest saying what is wrong."""
-    from guardd.errors import BadRequest
-
+    """The request body as strict JSON, or BodyError saying what is wrong."""
     body = request.body
     # What request.get_data does, with asyncio.timeout in place of wait_for:
     # no task, no extra turn of the loop, per request.
@@ -53,14 +60,14 @@ async def read_json() -> Any:
         async with asyncio.timeout(request.body_timeout):
             data = await body
     except TimeoutError:
-        raise BadRequest(
+        raise BodyError(
             f"request body did not arrive within {request.body_timeout:g} seconds"
         ) from None
     body.clear()  # get_data(cache=False): the bytes are not kept
     g.body_read = True  # nothing left for app._finish to drain
     if not data:
-        raise BadRequest("request body must be a JSON object")
+        raise BodyError("request body must be a JSON object")
     try:
         return canonical.loads(data)
     except CanonicalError as exc:
-        raise BadRequest(f"request body: {exc}") from None
+        raise BodyError(f"request body: {exc}") from None
