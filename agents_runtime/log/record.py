@@ -18,6 +18,7 @@ import attrs
 
 from agents_runtime.log import canonical
 from agents_runtime.log.keys import Signer
+from agents_runtime.log.kinds import Kind
 
 FORMAT = "guard-log/1"
 SIGNING_PREFIX = b"guard-log/1 record\n"
@@ -105,4 +106,4 @@ def seal(fields: dict[str, Any], *, prev: Head, ts: str, signer: Signer) -> Seal
 
 
 def genesis_fields(log_id: str, public_key_hex: str) -> dict[str, Any]:
-    return {"kind": "genesis", "format": FORMAT, "log_id": log_id, "public_key": public_key_hex}
+    return {"kind": Kind.GENESIS, "format": FORMAT, "log_id": log_id, "public_key": public_key_hex}

@@ -23,6 +23,7 @@ import orjson
 from agents_runtime.errors import CanonicalError, VerificationError
 from agents_runtime.log import canonical
 from agents_runtime.log.keys import Signer
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import (
     FORMAT,
     SIGNING_PREFIX,
@@ -51,6 +52,7 @@ NO_POLICY_RECORD = "log has no policy record"
 CHECKPOINT_UNREADABLE = "checkpoint file is unreadable"
 AFTER_HEAD = "bytes after the committed head"
 
+_kind_genesis = Kind.GENESIS  # compared per record on the fast path
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
 
@@ -225,7 +227,7 @@ class ChainVerifier:
                 or type(record["ts"]) is not str
                 or type(digest) is not str
                 or type(sig) is not str
-                or kind == "genesis"
+                or kind == _kind_genesis
                 or seq == 1
             ):
                 return None
@@ -314,9 +316,9 @@ class ChainVerifier:
                 raise self._fail(PREV_MISMATCH, seq)
         if seq == 0:
             self._genesis(record)
-        elif record["kind"] == "genesis":
+        elif record["kind"] == Kind.GENESIS:
             raise self._fail(BAD_GENESIS, seq)
-        elif seq == 1 and self.expected_log_id is not None and record["kind"] != "policy":
+        elif seq == 1 and self.expected_log_id is not None and record["kind"] != Kind.POLICY:
             raise self._fail(NO_POLICY, seq)
         if self._verify_key is not None:
             try:
@@ -334,7 +336,7 @@ class ChainVerifier:
     def _genesis(self, record: dict[str, Any]) -> None:
         log_id, key_hex = record.get("log_id"), record.get("public_key")
         if not (
-            record["kind"] == "genesis"
+            record["kind"] == Kind.GENESIS
             and record.get("format") == FORMAT
             and isinstance(log_id, str)
             and isinstance(key_hex, str)
