@@ -15,17 +15,23 @@ import attrs
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import ToolRule
 from agents_runtime.core.state import AgentState
+from agents_runtime.core.vocabulary import Decision, ReasonCode, Severity
 
 # Scar severity that each deny reason adds (None: no scar).
-DENY_SCARS: dict[str, str | None] = {
-    "terminated": None,
-    "tool_not_allowed": "moderate",
-    "tool_call_limit": "minor",
-    "rate_limited": "minor",
-    "insufficient_budget": None,
-    "rejected": None,  # the operator chooses
-    "approval_expired": None,  # nobody decided in time: not the agent's fault
+DENY_SCARS: dict[str, Severity | None] = {
+    ReasonCode.TERMINATED: None,
+    ReasonCode.TOOL_NOT_ALLOWED: Severity.MODERATE,
+    ReasonCode.TOOL_CALL_LIMIT: Severity.MINOR,
+    ReasonCode.RATE_LIMITED: Severity.MINOR,
+    ReasonCode.INSUFFICIENT_BUDGET: None,
+    ReasonCode.REJECTED: None,  # the operator chooses
+    ReasonCode.APPROVAL_EXPIRED: None,  # nobody decided in time: not the agent's fault
 }
+
+# The verdicts of a request that passes every check, made per request: aliases
+# spare the lookup of a member on its enum class.
+_ALLOWED = Decision.ALLOWED
+_PENDING = Decision.PENDING_APPROVAL
 
 
 @attrs.define(slots=True)
@@ -33,12 +39,12 @@ class Verdict:
     """A value, never changed once made; not frozen for the reason given at
     ``record.Head``: one is made for every request."""
 
-    decision: str  # "allowed", "denied" or "pending_approval"
+    decision: str  # a Decision
     charge: Decimal
     reason: dict[str, Any] | None = None
 
     @property
-    def scar(self) -> str | None:
+    def scar(self) -> Severity | None:
         return DENY_SCARS[self.reason["code"]] if self.reason is not None else None
 
 
@@ -63,26 +69,31 @@ def decide(
     rule = policy.rule_for(tool) if policy is not None else None
     charge = charge_for(rule, requested_cost)
     if not state.alive:
-        return Verdict("denied", charge, {"code": "terminated", "reason": state.termination_reason})
+        reason: dict[str, Any] = {"code": ReasonCode.TERMINATED, "reason": state.termination_reason}
+        return Verdict(Decision.DENIED, charge, reason)
     if rule is None or policy is None:
-        return Verdict("denied", charge, {"code": "tool_not_allowed", "tool": tool})
+        return Verdict(Decision.DENIED, charge, {"code": ReasonCode.TOOL_NOT_ALLOWED, "tool": tool})
     if rule.max_calls is not None and state.tool_calls.get(tool, 0) >= rule.max_calls:
-        reason = {"code": "tool_call_limit", "tool": tool, "max_calls": rule.max_calls}
-        return Verdict("denied", charge, reason)
+        reason = {"code": ReasonCode.TOOL_CALL_LIMIT, "tool": tool, "max_calls": rule.max_calls}
+        return Verdict(Decision.DENIED, charge, reason)
     limit = policy.rate_limit
     if limit is not None:
         times = state.allowed_times
         recent = len(times) - bisect_right(times, now - float(limit.window_secs))
         if recent >= limit.max_actions:
             reason = {
-                "code": "rate_limited",
+                "code": ReasonCode.RATE_LIMITED,
                 "max_actions": limit.max_actions,
                 "window_secs": limit.window_secs,
             }
-            return Verdict("denied", charge, reason)
+            return Verdict(Decision.DENIED, charge, reason)
     if charge > state.remaining:
-        reason = {"code": "insufficient_budget", "cost": charge, "remaining": state.remaining}
-        return Verdict("denied", charge, reason)
+        reason = {
+            "code": ReasonCode.INSUFFICIENT_BUDGET,
+            "cost": charge,
+            "remaining": state.remaining,
+        }
+        return Verdict(Decision.DENIED, charge, reason)
     if rule.requires_approval and not approving:
-        return Verdict("pending_approval", charge)
-    return Verdict("allowed", charge)
+        return Verdict(_PENDING, charge)
+    return Verdict(_ALLOWED, charge)

@@ -22,13 +22,9 @@ from typing import Any
 import attrs
 
 from agents_runtime.core.money import ZERO
+from agents_runtime.core.vocabulary import GrantStatus
 from agents_runtime.errors import CanonicalError
 from agents_runtime.log import canonical
-
-ACTIVE = "active"
-EXPIRED = "expired"
-REVOKED = "revoked"
-USED_UP = "used_up"
 
 
 @attrs.define(slots=True)
@@ -77,15 +73,15 @@ class Grant:
                 return False
         return True
 
-    def status(self, now: float) -> str:
+    def status(self, now: float) -> GrantStatus:
         if self.revoked_by is not None:
-            return REVOKED
+            return GrantStatus.REVOKED
         if now >= self.expires:
-            return EXPIRED
+            return GrantStatus.EXPIRED
         calls_done = self.max_calls is not None and self.calls >= self.max_calls
         if calls_done or (self.max_cost is not None and self.spent >= self.max_cost > ZERO):
-            return USED_UP
-        return ACTIVE
+            return GrantStatus.USED_UP
+        return GrantStatus.ACTIVE
 
 
 def match_of(input_match: dict[str, Any] | None) -> tuple[tuple[str, bytes], ...]:

@@ -1,0 +1,85 @@
+"""The words of the domain, each list defined once: decisions, action
+statuses, outcomes, scar severities, reason codes, termination reasons and
+grant statuses. Record kinds are the log's own (``agents_runtime.log.kinds``).
+
+Each is a ``StrEnum``: a member is its string, so it goes into records and
+answers as it is (JSON gets the plain value, byte for byte), and compares and
+hashes equal to the string read back from a log or a request. The OpenAPI
+document takes its ``enum`` lists from here, and
+``tests/agents_runtime/core/test_vocabulary.py`` holds every list equal to
+what docs/records.md says. On hot paths, compare against a module-level
+alias rather than ``Enum.MEMBER`` (an attribute lookup on the class), and key
+per-request tables by ``.value`` (see ``agents_runtime.log.kinds``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Decision(StrEnum):
+    """The ``decision`` of an answer to a request or an approval."""
+
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    PENDING_APPROVAL = "pending_approval"
+
+
+class ActionStatus(StrEnum):
+    """Where an action stands (the ``status`` of an action view)."""
+
+    REQUESTED = "requested"
+    PENDING_APPROVAL = "pending_approval"
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class Outcome(StrEnum):
+    """The reported outcome of an allowed action."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    HARMFUL = "harmful"
+
+
+class Severity(StrEnum):
+    """How bad a scar is; mildest first."""
+
+    MINOR = "minor"
+    MODERATE = "moderate"
+    SEVERE = "severe"
+    FATAL = "fatal"
+
+
+class ReasonCode(StrEnum):
+    """The ``code`` of the reason an action was not allowed. The first five
+    are the checks' denials, in the order they run (``checks.decide``)."""
+
+    TERMINATED = "terminated"
+    TOOL_NOT_ALLOWED = "tool_not_allowed"
+    TOOL_CALL_LIMIT = "tool_call_limit"
+    RATE_LIMITED = "rate_limited"
+    INSUFFICIENT_BUDGET = "insufficient_budget"
+    REJECTED = "rejected"
+    APPROVAL_EXPIRED = "approval_expired"
+    CANCELLED = "cancelled"
+
+
+class TerminationReason(StrEnum):
+    """Why the service itself terminated an agent; an operator's terminate
+    gives its own free text instead."""
+
+    SCAR_LIMIT = "scar_limit"
+    FATAL_SCAR = "fatal_scar"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+
+
+class GrantStatus(StrEnum):
+    """Where a grant stands (the ``status`` of a grant view)."""
+
+    ACTIVE = "active"
+    EXPIRED = "expired"
+    REVOKED = "revoked"
+    USED_UP = "used_up"
