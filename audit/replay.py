@@ -39,6 +39,7 @@ from agents_runtime.core.policy import parse_policy
 from agents_runtime.core.state import AgentState, apply, expired_actions, parse_ts
 from agents_runtime.errors import AgentError, PolicyError
 from agents_runtime.log import canonical
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import SEALED_FIELDS, ZERO_HASH
 
 CHAIN_FIELDS = frozenset({"seq", "ts", "prev"}) | SEALED_FIELDS
@@ -99,32 +100,32 @@ def describe(fields: dict[str, Any]) -> str:
     if fields.get("action_id") is not None:
         parts.append(str(fields["action_id"]))
     detail = ""
-    if kind == "action_allowed":
+    if kind == Kind.ACTION_ALLOWED:
         detail = f"cost {_text(fields.get('cost'))}, remaining {_text(fields.get('remaining'))}"
-    elif kind == "action_denied" and isinstance(fields.get("reason"), dict):
+    elif kind == Kind.ACTION_DENIED and isinstance(fields.get("reason"), dict):
         detail = str(fields["reason"].get("code"))
-    elif kind == "approval_required":
+    elif kind == Kind.APPROVAL_REQUIRED:
         detail = f"cost {_text(fields.get('cost'))}"
-    elif kind == "terminated":
+    elif kind == Kind.TERMINATED:
         detail = f"{fields.get('reason')}, by {fields.get('by')}"
-    elif kind == "scar":
+    elif kind == Kind.SCAR:
         detail = f"{fields.get('severity')}, by {fields.get('by')}"
-    elif kind == "outcome":
+    elif kind == Kind.OUTCOME:
         detail = str(fields.get("outcome"))
-    elif kind == "approval_expired":
+    elif kind == Kind.APPROVAL_EXPIRED:
         detail = f"after {_text(fields.get('timeout_secs'))} s"
-    elif kind == "action_cancelled":
+    elif kind == Kind.ACTION_CANCELLED:
         detail = f"by {fields.get('by')}"
-    elif kind in ("grant_issued", "grant_revoked"):
+    elif kind in (Kind.GRANT_ISSUED, Kind.GRANT_REVOKED):
         detail = f"{fields.get('grant_id')}, by {fields.get('by')}"
-    if kind == "action_allowed" and fields.get("grant_id") is not None:
+    if kind == Kind.ACTION_ALLOWED and fields.get("grant_id") is not None:
         detail += f", on {fields['grant_id']}"
     return " ".join(parts) + (f" ({detail})" if detail else "")
 
 
 def _difference(expected: dict[str, Any], actual: dict[str, Any]) -> str:
     if expected.get("kind") != actual.get("kind") or (
-        actual.get("kind") == "action_denied" and describe(expected) != describe(actual)
+        actual.get("kind") == Kind.ACTION_DENIED and describe(expected) != describe(actual)
     ):
         return f"log has {describe(actual)}; the policy would have written {describe(expected)}"
     kind = actual.get("kind")
@@ -155,7 +156,7 @@ def _as_written_then(expected: dict[str, Any], actual: dict[str, Any]) -> dict[s
     ``action_allowed`` from before allowances named their request has neither
     ``log_id`` nor ``request_hash`` (and gives no receipt); one that has
     either is held to both."""
-    if expected.get("kind") != "action_allowed" or any(k in actual for k in RECEIPT_FIELDS):
+    if expected.get("kind") != Kind.ACTION_ALLOWED or any(k in actual for k in RECEIPT_FIELDS):
         return expected
     return {k: v for k, v in expected.items() if k not in RECEIPT_FIELDS}
 
@@ -164,29 +165,29 @@ def command_for(record: dict[str, Any]) -> c.Command | str:
     """The command whose handling starts with ``record``, or why none does."""
     kind = record["kind"]
     get = record.get
-    if kind == "action_requested":
+    if kind == Kind.ACTION_REQUESTED:
         return c.RequestAction(
             tool=record["tool"],
             input=record["input"],
             cost=_decimal(record["requested_cost"]),
             idempotency_key=get("idempotency_key"),
         )
-    if kind == "action_allowed" and get("approved_by") is not None:
+    if kind == Kind.ACTION_ALLOWED and get("approved_by") is not None:
         return c.Approve(record["action_id"], record["approved_by"], get("note"))
-    if kind == "action_denied" and get("by") is not None:
+    if kind == Kind.ACTION_DENIED and get("by") is not None:
         return c.Approve(record["action_id"], record["by"])
-    if kind == "action_rejected":
+    if kind == Kind.ACTION_REJECTED:
         return c.Reject(record["action_id"], record["by"], record["reason"], record["scar"])
-    if kind == "action_cancelled":
+    if kind == Kind.ACTION_CANCELLED:
         return c.Cancel(record["action_id"], record["by"], get("reason"))
-    if kind == "outcome":
+    if kind == Kind.OUTCOME:
         return c.ReportOutcome(record["action_id"], record["outcome"], record["by"], get("detail"))
-    if kind == "scar" and isinstance(get("by"), str) and get("by") != SYSTEM:
+    if kind == Kind.SCAR and isinstance(get("by"), str) and get("by") != SYSTEM:
         # An operator's scar: ``by`` is the name given, or "operator" when none was.
         return c.AddScar(record["severity"], record["reason"], get("action_id"), record["by"])
-    if kind == "terminated":
+    if kind == Kind.TERMINATED:
         return c.Terminate(record["reason"], record["by"])
-    if kind == "grant_issued":
+    if kind == Kind.GRANT_ISSUED:
         max_cost = record["max_cost"]
         return c.IssueGrant(
             tool=record["tool"],
@@ -197,9 +198,9 @@ def command_for(record: dict[str, Any]) -> c.Command | str:
             input_match=record["input_match"],
             note=get("note"),
         )
-    if kind == "grant_revoked":
+    if kind == Kind.GRANT_REVOKED:
         return c.RevokeGrant(record["grant_id"], record["by"], get("reason"))
-    if kind == "policy":
+    if kind == Kind.POLICY:
         try:
             return c.SetPolicy(parse_policy(record["policy"]))
         except PolicyError as exc:
@@ -213,23 +214,24 @@ def _continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
     find where a command the policy departs from ends."""
     kind, before = record.get("kind"), previous.get("kind")
     same_action = record.get("action_id") == previous.get("action_id")
-    if kind in ("approval_required", "action_allowed", "action_denied"):
-        return before == "action_requested" and same_action and record.get("by") is None
-    if kind == "scar" and same_action:
+    if kind in (Kind.APPROVAL_REQUIRED, Kind.ACTION_ALLOWED, Kind.ACTION_DENIED):
+        return before == Kind.ACTION_REQUESTED and same_action and record.get("by") is None
+    if kind == Kind.SCAR and same_action:
         # A denial's and an outcome's scars are the service's own; a rejection's
         # only when it chose one. Any other scar is an operator's, even one
         # signed by the approver who just rejected that action.
-        if before in ("action_denied", "outcome"):
+        if before in (Kind.ACTION_DENIED, Kind.OUTCOME):
             return record.get("by") == SYSTEM
-        return before == "action_rejected" and previous.get("scar") is not None
-    if kind == "scar":
+        return before == Kind.ACTION_REJECTED and previous.get("scar") is not None
+    if kind == Kind.SCAR:
         return False
-    if kind == "terminated":
-        return record.get("by") == SYSTEM and before in ("scar", "action_allowed", "policy")
-    if kind == "approval_expired":
+    if kind == Kind.TERMINATED:
+        automatic_after = (Kind.SCAR, Kind.ACTION_ALLOWED, Kind.POLICY)
+        return record.get("by") == SYSTEM and before in automatic_after
+    if kind == Kind.APPROVAL_EXPIRED:
         # The actor expires every action due at once, in one batch (one ts);
         # a new policy expires what it makes due in its own write.
-        return before in ("approval_expired", "policy", "terminated") and record.get(
+        return before in (Kind.APPROVAL_EXPIRED, Kind.POLICY, Kind.TERMINATED) and record.get(
             "ts"
         ) == previous.get("ts")
     return False
@@ -304,7 +306,7 @@ class _Replayer:
         self.fold()
         if self.index < len(self.records):
             policy = self.records[self.index]
-            if policy["kind"] != "policy":
+            if policy["kind"] != Kind.POLICY:
                 self.problem(policy, f"log has {describe(policy)} where the first policy belongs")
                 return
             parse_policy(policy["policy"])
@@ -316,7 +318,7 @@ class _Replayer:
             self.problem(record, f"ts {record['ts']} is before the previous record's")
         self.start = self.index
         now = parse_ts(record["ts"])
-        if record["kind"] == "approval_expired":
+        if record["kind"] == Kind.APPROVAL_EXPIRED:
             self._expiry(record, now)
             return
         self._check_overdue(record, now)
@@ -380,7 +382,7 @@ class _Replayer:
     def _skip_command(self) -> None:
         """Pass over a command the policy would not have run. A request is
         folded as it is all the same, so that later action IDs still line up."""
-        keep = self.records[self.index]["kind"] == "action_requested"
+        keep = self.records[self.index]["kind"] == Kind.ACTION_REQUESTED
         while True:
             if keep:
                 self.fold()

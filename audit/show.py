@@ -15,6 +15,7 @@ import attrs
 
 from agents_runtime.errors import CanonicalError
 from agents_runtime.log import canonical
+from agents_runtime.log.kinds import Kind
 from audit.source import Source
 
 COMMON_FIELDS = frozenset({"seq", "kind", "ts", "prev", "hash", "sig"})
@@ -104,7 +105,7 @@ def _cells(record: dict[str, Any]) -> tuple[str, str, str, str, str]:
 
 def summary(record: dict[str, Any]) -> str:
     """The kind's own fields as ``key=value`` pairs, each value cut short."""
-    if record.get("kind") == "policy" and isinstance(record.get("policy"), dict):
+    if record.get("kind") == Kind.POLICY and isinstance(record.get("policy"), dict):
         return _policy_summary(record["policy"])
     names = [n for n in LEADING_FIELDS if n in record]
     names += sorted(n for n in record if n not in COMMON_FIELDS and n not in LEADING_FIELDS)

@@ -43,18 +43,12 @@ import attrs
 from agents_runtime.core import commands as c
 from agents_runtime.core.behaviour import HANDLERS, expire_due
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
-from agents_runtime.core.state import (
-    ALLOWED,
-    PENDING,
-    AgentState,
-    action_number,
-    action_status,
-    apply,
-    parse_ts,
-)
+from agents_runtime.core.state import AgentState, action_number, action_status, apply, parse_ts
+from agents_runtime.core.vocabulary import ActionStatus, Decision, ReasonCode
 from agents_runtime.errors import AgentError, CanonicalError, PolicyError
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import valid_agent_id
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import ZERO_HASH, Head
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
 from audit.replay import command_for
@@ -140,20 +134,20 @@ def final_decisions(records: list[dict[str, Any]]) -> dict[str, str]:
     final: dict[str, str] = {}
     for record in records:
         kind = record["kind"]
-        if kind == "action_requested":
-            final[record["action_id"]] = "requested"
-        elif kind == "approval_required":
-            final[record["action_id"]] = PENDING
-        elif kind == "action_allowed":
-            final[record["action_id"]] = ALLOWED
-        elif kind == "action_denied":
-            final[record["action_id"]] = f"denied:{record['reason'].get('code')}"
-        elif kind == "action_rejected":
-            final[record["action_id"]] = "denied:rejected"
-        elif kind == "approval_expired":
-            final[record["action_id"]] = "denied:approval_expired"
-        elif kind == "action_cancelled":
-            final[record["action_id"]] = "cancelled"
+        if kind == Kind.ACTION_REQUESTED:
+            final[record["action_id"]] = ActionStatus.REQUESTED
+        elif kind == Kind.APPROVAL_REQUIRED:
+            final[record["action_id"]] = Decision.PENDING_APPROVAL
+        elif kind == Kind.ACTION_ALLOWED:
+            final[record["action_id"]] = Decision.ALLOWED
+        elif kind == Kind.ACTION_DENIED:
+            final[record["action_id"]] = f"{Decision.DENIED}:{record['reason'].get('code')}"
+        elif kind == Kind.ACTION_REJECTED:
+            final[record["action_id"]] = f"{Decision.DENIED}:{ReasonCode.REJECTED}"
+        elif kind == Kind.APPROVAL_EXPIRED:
+            final[record["action_id"]] = f"{Decision.DENIED}:{ReasonCode.APPROVAL_EXPIRED}"
+        elif kind == Kind.ACTION_CANCELLED:
+            final[record["action_id"]] = ActionStatus.CANCELLED
     return final
 
 
@@ -170,7 +164,7 @@ class _Simulation:
         self.written: list[dict[str, Any]] = []
         self.ts = genesis["ts"]
         self._fold(genesis)
-        self.emit({"kind": "policy", "policy": policy_json(candidate)})
+        self.emit({"kind": Kind.POLICY, "policy": policy_json(candidate)})
         self.unapproved_steps = 0
         self.outcomes_dropped = 0
 
@@ -212,7 +206,7 @@ class _Simulation:
 
     def _allowed(self, action_id: str) -> bool:
         n = action_number(self.state, action_id)
-        return n is not None and action_status(self.state, n) == ALLOWED
+        return n is not None and action_status(self.state, n) == ActionStatus.ALLOWED
 
 
 def what_if(
@@ -223,23 +217,24 @@ def what_if(
     for record in records:
         apply(before, record)
     sim = _Simulation(records[0], candidate)
-    policies = [i for i, r in enumerate(records) if r["kind"] == "policy"]
+    policies = [i for i, r in enumerate(records) if r["kind"] == Kind.POLICY]
     first_policy = policies[0] if policies else len(records)
     for record in records[first_policy + 1 :]:
-        if record["kind"] != "policy":
+        if record["kind"] != Kind.POLICY:
             sim.run(record)
     if records:
         sim.ts = records[-1]["ts"]
         expire_due(sim.state, sim.emit, parse_ts(records[-1]["ts"]))
     old = final_decisions(records)
     new = final_decisions(sim.written)
-    requests = {r["action_id"]: r for r in records if r["kind"] == "action_requested"}
+    requests = {r["action_id"]: r for r in records if r["kind"] == Kind.ACTION_REQUESTED}
     by_change: Counter[str] = Counter()
     by_tool: Counter[str] = Counter()
     found: list[Difference] = []
-    unapproved = sum(1 for decision in new.values() if decision == PENDING)
+    unapproved = sum(1 for decision in new.values() if decision == Decision.PENDING_APPROVAL)
     for action_id, request in requests.items():
-        was, now = old.get(action_id, "requested"), new.get(action_id, "requested")
+        was = old.get(action_id, ActionStatus.REQUESTED)
+        now = new.get(action_id, ActionStatus.REQUESTED)
         if was == now:
             continue
         by_change[f"{was}->{now}"] += 1
