@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Literal, NewType, TypeVar
+from enum import StrEnum
+from typing import Any, NewType, TypeVar
 
 import attrs
 import cattrs
@@ -17,6 +18,7 @@ from agents_runtime.core.behaviour import SYSTEM
 from agents_runtime.core.money import Money, to_money
 from agents_runtime.core.policy import MAX_TOOL_NAME, Policy, parse_policy
 from agents_runtime.core.validation import error_messages
+from agents_runtime.core.vocabulary import Outcome, Severity
 from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import MAX_SAFE_INT
 from agents_runtime.log.record import timestamp
@@ -35,8 +37,6 @@ MAX_GRANT_SECS = 10 * 366 * 24 * 3600  # ten years: beyond that, say so with a p
 
 MAX_NAME = 128
 MAX_TEXT = 4096
-Severity = Literal["minor", "moderate", "severe", "fatal"]
-OutcomeStatus = Literal["success", "failure", "harmful"]
 
 
 @attrs.frozen
@@ -54,7 +54,7 @@ class ActionRequest:
 
 @attrs.frozen
 class OutcomeReport:
-    status: OutcomeStatus
+    status: Outcome
     detail: Text | None = None
 
 
@@ -156,11 +156,10 @@ def _agent_id(value: Any, _: Any) -> str:
     return value
 
 
-def _literal(value: Any, type_: Any) -> Any:
-    choices = type_.__args__
-    if value not in choices or not isinstance(value, str):
-        raise ValueError("must be one of " + ", ".join(choices))
-    return value
+def _choice(value: Any, type_: type[StrEnum]) -> StrEnum:
+    if not isinstance(value, str) or value not in type_._value2member_map_:
+        raise ValueError("must be one of " + ", ".join(type_))
+    return type_(value)
 
 
 def _count(value: Any, _: Any) -> int:
@@ -213,9 +212,8 @@ _converter.register_structure_hook(InputMatch, _input_match)
 _converter.register_structure_hook(str, _plain_str)
 _converter.register_structure_hook(Money, lambda v, _: to_money(v))
 _converter.register_structure_hook(Decimal, lambda v, _: to_money(v))
-_converter.register_structure_hook_func(
-    lambda t: getattr(t, "__origin__", None) is Literal, _literal
-)
+for _choices in (Outcome, Severity):
+    _converter.register_structure_hook(_choices, _choice)
 _converter.register_structure_hook(Any, lambda v, _: v)
 for _cls in (
     CreateAgent,
