@@ -11,13 +11,22 @@ answers against it.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from agents_runtime.core.money import LIMIT, PLACES
 from agents_runtime.core.policy import MAX_TOOL_NAME
-from agents_runtime.core.state import RECORD_KINDS, SEVERITIES
+from agents_runtime.core.vocabulary import (
+    ActionStatus,
+    Decision,
+    GrantStatus,
+    Outcome,
+    ReasonCode,
+    Severity,
+)
 from agents_runtime.log.canonical import MAX_DEPTH, MAX_SAFE_INT
 from agents_runtime.log.files.datadir import AGENT_ID
+from agents_runtime.log.kinds import Kind
 from guardd.app import LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX, MAX_IDEMPOTENCY_KEY, MAX_WAIT
 from guardd.bodies import MAX_NAME, MAX_TEXT
 from guardd.errors import STATUS
@@ -110,7 +119,12 @@ def _string(min_length: int = 0, max_length: int | None = None, **extra: Any) ->
 
 
 def _const(value: str) -> Schema:
-    return {"type": "string", "const": value}
+    return {"type": "string", "const": str(value)}  # a StrEnum member as its plain value
+
+
+def _enum(choices: type[StrEnum]) -> Schema:
+    """A string that is one of ``choices``: the list is the core's own."""
+    return {"type": "string", "enum": [member.value for member in choices]}
 
 
 def _int(minimum: int | None = None, **extra: Any) -> Schema:
@@ -216,7 +230,7 @@ def _status_schemas() -> dict[str, Schema]:
     scar = _obj(
         {
             "seq": _int(0, description="Seq of the scar record."),
-            "severity": {"type": "string", "enum": list(SEVERITIES)},
+            "severity": _enum(Severity),
             "reason": {"type": "string"},
             "action_id": _string(pattern=ACTION_ID),
         },
@@ -287,33 +301,39 @@ def _status_schemas() -> dict[str, Schema]:
 def _deny_reason() -> Schema:
     tool = _string(1, MAX_TOOL_NAME)
     variants = [
-        _obj({"code": _const("terminated"), "reason": _nullable({"type": "string"})}),
-        _obj({"code": _const("tool_not_allowed"), "tool": tool}),
-        _obj({"code": _const("tool_call_limit"), "tool": tool, "max_calls": _int(1)}),
+        _obj({"code": _const(ReasonCode.TERMINATED), "reason": _nullable({"type": "string"})}),
+        _obj({"code": _const(ReasonCode.TOOL_NOT_ALLOWED), "tool": tool}),
+        _obj({"code": _const(ReasonCode.TOOL_CALL_LIMIT), "tool": tool, "max_calls": _int(1)}),
         _obj(
             {
-                "code": _const("rate_limited"),
+                "code": _const(ReasonCode.RATE_LIMITED),
                 "max_actions": _int(1),
                 "window_secs": _positive("The policy's window."),
             }
         ),
         _obj(
             {
-                "code": _const("insufficient_budget"),
+                "code": _const(ReasonCode.INSUFFICIENT_BUDGET),
                 "cost": _money("The charge."),
                 "remaining": {"type": "number"},
             }
         ),
-        _obj({"code": _const("rejected"), "by": {"type": "string"}, "reason": {"type": "string"}}),
         _obj(
             {
-                "code": _const("approval_expired"),
+                "code": _const(ReasonCode.REJECTED),
+                "by": {"type": "string"},
+                "reason": {"type": "string"},
+            }
+        ),
+        _obj(
+            {
+                "code": _const(ReasonCode.APPROVAL_EXPIRED),
                 "timeout_secs": _positive("The approval timeout that ran out."),
             }
         ),
         _obj(
             {
-                "code": _const("cancelled"),
+                "code": _const(ReasonCode.CANCELLED),
                 "by": {"type": "string", "enum": ["agent", "admin"]},
                 "reason": {"type": "string"},
             },
@@ -344,7 +364,7 @@ def _action_schemas() -> dict[str, Schema]:
     }
     allowed = _obj(
         {
-            "decision": _const("allowed"),
+            "decision": _const(Decision.ALLOWED),
             "action_id": action_id,
             "cost": _money("The charge: max(request cost, the tool's minimum)."),
             "remaining": _money("What is left after this charge."),
@@ -354,9 +374,9 @@ def _action_schemas() -> dict[str, Schema]:
         required=["decision", "action_id", "cost", "remaining"],
     )
     denied = _obj(
-        {"decision": _const("denied"), "action_id": action_id, "reason": _ref("DenyReason")}
+        {"decision": _const(Decision.DENIED), "action_id": action_id, "reason": _ref("DenyReason")}
     )
-    pending = _obj({"decision": _const("pending_approval"), "action_id": action_id})
+    pending = _obj({"decision": _const(Decision.PENDING_APPROVAL), "action_id": action_id})
     action = _obj(
         {
             "action_id": action_id,
@@ -365,16 +385,9 @@ def _action_schemas() -> dict[str, Schema]:
             "cost": _money("The charge (the charge approval would make while pending)."),
             "status": {
                 "type": "string",
-                "enum": [
-                    "requested",
-                    "pending_approval",
-                    "allowed",
-                    "denied",
-                    "completed",
-                    "cancelled",
-                ],
+                "enum": [member.value for member in ActionStatus],
             },
-            "outcome": _nullable({"type": "string", "enum": ["success", "failure", "harmful"]}),
+            "outcome": _nullable(_enum(Outcome)),
             "requested_at": _string(format="date-time"),
             "reason": _ref("DenyReason"),
             "approved_by": {"type": "string"},
@@ -428,7 +441,7 @@ def _log_schemas() -> dict[str, Schema]:
     record = _obj(
         {
             "seq": _int(0),
-            "kind": {"type": "string", "enum": sorted(RECORD_KINDS)},
+            "kind": _enum(Kind),
             "ts": _string(format="date-time", description="ISO 8601 UTC, microseconds, Z."),
             "prev": _string(pattern=HEX64),
             "hash": _string(pattern=HEX64),
@@ -478,7 +491,7 @@ def _body_schemas() -> dict[str, Schema]:
             {
                 "status": {
                     "type": "string",
-                    "enum": ["success", "failure", "harmful"],
+                    "enum": [member.value for member in Outcome],
                     "description": "`harmful` needs the admin token.",
                 },
                 "detail": _nullable(text),
@@ -491,13 +504,13 @@ def _body_schemas() -> dict[str, Schema]:
             {
                 "approver": name,
                 "reason": text,
-                "scar": _nullable({"type": "string", "enum": list(SEVERITIES)}),
+                "scar": _nullable(_enum(Severity)),
             },
             required=["approver", "reason"],
         ),
         "AddScar": _obj(
             {
-                "severity": {"type": "string", "enum": list(SEVERITIES)},
+                "severity": _enum(Severity),
                 "reason": text,
                 "action_id": _nullable(
                     {"type": "string", "description": "Must name an existing action."}
@@ -573,7 +586,7 @@ def _grant_schemas() -> dict[str, Schema]:
             "cost_used": _money("Charged to the grant so far."),
             "calls_left": _nullable(_int(0)),
             "cost_left": _nullable(_money("What the grant may still spend.")),
-            "status": {"type": "string", "enum": ["active", "expired", "revoked", "used_up"]},
+            "status": _enum(GrantStatus),
             "revoked_by": {"type": "string"},
             "revoked_at": _string(format="date-time"),
             "revoke_reason": {"type": "string"},
