@@ -29,7 +29,7 @@ import attrs
 from agents_runtime.errors import CanonicalError
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import LOG_SUFFIX, valid_agent_id
-from agents_runtime.log.files.logfile import split_log
+from agents_runtime.log.store import split_log
 from audit.errors import UnknownFormat, UnreadableFile
 
 LOG = "log"

@@ -55,6 +55,7 @@ from agents_runtime.log import canonical
 from agents_runtime.log.files.committer import Committer
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import LogFile, sync_logs
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, seal
 from agents_runtime.runtime.registry import Registry
@@ -109,7 +110,7 @@ class Run:
 async def _actor_run(root: Path, actors: int, askers: int, commands: int) -> Run:
     data_dir = DataDir(root)
     committer = RecordingCommitter()
-    registry = Registry(data_dir, data_dir.prepare(), committer=committer)
+    registry = Registry(FileStore(data_dir, committer=committer), data_dir.prepare())
     registry.load()
     await registry.start()
     ids = [f"agent-{n:03d}" for n in range(actors)]

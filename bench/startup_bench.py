@@ -53,6 +53,7 @@ from agents_runtime.core.policy import parse_policy, policy_json
 from agents_runtime.core.state import ALLOWED, AgentState, apply, parse_ts
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer, load_keys
 from agents_runtime.log.record import SIGNING_PREFIX, genesis_fields, seal, timestamp
 from bench.http_bench import wait_quiet
@@ -293,7 +294,7 @@ def _load_only(root: Path, workers: int | None, read_only: bool) -> dict[str, An
     ring = load_keys(data_dir.keys_dir)
     if read_only:  # signatures are then checked with the public key alone
         ring = attrs.evolve(ring, signer=None)
-    registry = Registry(data_dir, ring)
+    registry = Registry(FileStore(data_dir), ring)
     started = time.perf_counter()
     cpu = time.process_time()
     summary = registry.load(workers=workers)

@@ -22,6 +22,7 @@ from agents_runtime.errors import DataDirError, GuardError, KeyFileError
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.faults import FaultSpecError, io_for_from_env
 from agents_runtime.log.files.lock import DataDirLock
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
@@ -60,7 +61,8 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         io_for = io_for_from_env(os.environ)
     except FaultSpecError as exc:
         raise SettingsError(str(exc)) from None
-    registry = Registry(data_dir, ring, io_for=io_for, checkpoint_dir=settings.checkpoint_dir)
+    store = FileStore(data_dir, io_for=io_for)
+    registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Any
 
 import attrs
 from quart import Quart, Response, g, request
@@ -17,11 +15,9 @@ from quart.wrappers import BaseRequestWebsocket, Body
 
 import console
 from agents_runtime.core import commands as c
-from agents_runtime.errors import VerificationError
 from agents_runtime.log.files.datadir import DataDir
-from agents_runtime.log.files.logfile import split_log
 from agents_runtime.log.keys import KeyRing, agent_token
-from agents_runtime.log.verify import AFTER_HEAD, ChainVerifier, Checkpoint, Failure, Report
+from agents_runtime.log.readback import read_records, verify_committed
 from agents_runtime.runtime.actor import AgentRef, LogView
 from agents_runtime.runtime.registry import Registry
 from guardd import bodies
@@ -316,14 +312,16 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
         limit = _int_param("limit", request.args.get("limit"), default=LOG_LIMIT_DEFAULT, minimum=1)
         limit = min(limit, LOG_LIMIT_MAX)
         view: LogView = await ref.ask(c.GetLogView())
-        records = await asyncio.to_thread(_read_records, view, after, limit)
+        records = await asyncio.to_thread(read_records, view.log, view.committed, after, limit)
         return json_response({"records": records, "head": view.head.to_json()})
 
     @app.get("/v1/agents/<agent_id>/verify")
     async def verify(agent_id: str) -> Response:
         _, ref = agent(agent_id, admin_only=True)
         view: LogView = await ref.ask(c.GetLogView())
-        report = await asyncio.to_thread(_verify, view, agent_id, guard.ring.public_key)
+        report = await asyncio.to_thread(
+            verify_committed, view.log, view.committed, guard.ring.public_key, fenced=view.fenced
+        )
         if report.ok:
             assert report.head is not None
             return json_response(
@@ -408,70 +406,3 @@ def _int_param(name: str, text: str | None, *, default: int, minimum: int) -> in
     if value < minimum:
         raise BadRequest(f"{name} must be at least {minimum}")
     return value
-
-
-def _committed_lines(view: LogView) -> list[bytes]:
-    with view.path.open("rb") as fh:
-        return split_log(fh.read(view.length)).lines
-
-
-def _read_records(view: LogView, after: int, limit: int) -> list[Any]:
-    from agents_runtime.log.canonical import loads
-
-    lines = _committed_lines(view)
-    # seq n is line n: seqs start at 0 and are contiguous in a verified log.
-    return [loads(line) for line in lines[after + 1 : after + 1 + limit]]
-
-
-# Rereads of a file that ends in bytes without a newline after the committed
-# head, which may be a write of the agent still under way, before they count
-# as bytes that are not its own.
-AFTER_HEAD_READS = 3
-AFTER_HEAD_PAUSE = 0.02  # seconds
-
-
-def _verify(view: LogView, agent_id: str, public_key: bytes) -> Report:
-    # The head this process committed is a checkpoint: a file cut short or
-    # rewritten since startup fails, not just one whose chain breaks.
-    checkpoint = Checkpoint(view.head.seq, view.head.hash) if view.head.seq >= 0 else None
-    data = view.path.read_bytes()
-    lines = split_log(data[: view.length]).lines
-    verifier = ChainVerifier(public_key=public_key, log_id=agent_id, checkpoint=checkpoint)
-    try:
-        for line in lines:
-            verifier.feed(line)
-        verifier.finish()
-    except VerificationError as exc:
-        return verifier.report(exc.failure)
-    report = verifier.report(None)
-    failure = _after_head(view, data, verifier, len(lines) + 1)
-    if failure is None:
-        return report
-    return attrs.evolve(
-        report, ok=False, failure=failure, key_trusted=False, checkpoint_checked=False
-    )
-
-
-def _after_head(view: LogView, data: bytes, verifier: ChainVerifier, line: int) -> Failure | None:
-    """The first line after the committed head that is not the agent's own.
-
-    The agent may have committed more records since its head was taken:
-    whole lines that go on with the chain are those. A final line without
-    its newline may be a write still under way, or, once the agent is
-    fenced, what its failed write left, which the next start moves aside
-    as a torn tail. Anything else was added by someone else (reason
-    AFTER_HEAD, at its line); the report's head stays the committed one."""
-    pos = view.length
-    for attempt in range(AFTER_HEAD_READS):
-        while (end := data.find(b"\n", pos)) >= 0:
-            try:
-                verifier.feed(data[pos:end])
-            except VerificationError:
-                return Failure(line, None, AFTER_HEAD)
-            pos, line = end + 1, line + 1
-        if pos == len(data) or view.fenced:
-            return None
-        if attempt + 1 < AFTER_HEAD_READS:
-            time.sleep(AFTER_HEAD_PAUSE)  # on a worker thread, never the loop
-            data = view.path.read_bytes()
-    return Failure(line, None, AFTER_HEAD)

@@ -96,7 +96,7 @@ class Metrics:
         self._observe_batch = self.batch_records.observe
         self._observe_write = self.write_seconds.observe
         self._observe_fsync = self.fsync_seconds.observe
-        agents.committer.on_commit = self.commit
+        agents.store.observe_commits(self.commit)
 
     def decision(self, reply: dict[str, Any]) -> None:
         """Count the decision a request, an approval or a rejection answered with."""
@@ -151,13 +151,10 @@ class AgentsCollector(Collector):
             else:
                 terminated += 1
             pending += len(state.pending)
-            log_bytes += actor.committed_length
+            log_bytes += actor.committed.size
         for agent_id in agents.quarantined:
-            # A quarantined log is left as it is on disk; so few that a stat each is cheap.
-            try:
-                log_bytes += agents.data_dir.log_path(agent_id).stat().st_size
-            except OSError:
-                pass
+            # A quarantined log is left as it is in the store; so few that a size each is cheap.
+            log_bytes += agents.store.size(agent_id)
         by_state, pending_family, bytes_family = self._families()
         by_state.add_metric(("active",), active)
         by_state.add_metric(("terminated",), terminated)

@@ -28,7 +28,6 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +35,7 @@ import attrs
 import httpx
 
 from agents_runtime.log import canonical
-from agents_runtime.log.files.logfile import split_log
+from agents_runtime.log.store import AgentLog, Committed
 from agents_runtime.runtime.registry import Registry, quarantine_message
 from guardd.jsonio import dumps
 
@@ -195,18 +194,6 @@ class WebhookConfig:
     public_url: str | None = None
 
 
-def _records_after(path: Path, length: int, offset: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Committed records from byte ``offset`` up to ``length``, each with the
-    offset just after it."""
-    with path.open("rb") as fh:
-        fh.seek(offset)
-        data = fh.read(max(0, length - offset))
-    pos = offset
-    for line in split_log(data).lines:
-        pos += len(line) + 1
-        yield pos, canonical.loads(line)
-
-
 class Webhook:
     """One receiver: its positions, and the task that delivers to it."""
 
@@ -224,7 +211,7 @@ class Webhook:
         self.store = store
         self.client = client
         self.positions = store.load()
-        self.offsets: dict[str, int] = {}  # byte offset after the position's record
+        self.read_to: dict[str, int] = {}  # the seq of the last record read
         self.requested: dict[tuple[str, str], dict[str, Any]] = {}
 
     def start_from_heads(self) -> None:
@@ -246,21 +233,21 @@ class Webhook:
             for agent_id, actor in list(self.registry.actors.items()):
                 head = actor.committed_head.seq
                 if head > self.positions.get(agent_id, -1):
-                    await self._deliver_agent(agent_id, actor.state_path, actor.committed_length)
+                    await self._deliver_agent(agent_id, actor.log, actor.committed)
                     moved = True
             if not moved:
                 await asyncio.sleep(POLL_EVERY)
 
-    async def _deliver_agent(self, agent_id: str, path: Path, length: int) -> None:
+    async def _deliver_agent(self, agent_id: str, log: AgentLog, committed: Committed) -> None:
         position = self.positions.get(agent_id, -1)
-        offset = self.offsets.get(agent_id, 0)
-        records = await asyncio.to_thread(lambda: list(_records_after(path, length, offset)))
-        for end, record in records:
+        lines = await asyncio.to_thread(log.read_after, self.read_to.get(agent_id, -1), committed)
+        for line in lines:
+            record = canonical.loads(line)
             seq = record["seq"]
             if record["kind"] == "action_requested":
                 self.requested[(agent_id, record["action_id"])] = record
             if seq <= position:
-                self.offsets[agent_id] = end
+                self.read_to[agent_id] = seq
                 continue
             action_id = record.get("action_id")
             requested = self.requested.get((agent_id, action_id)) if action_id else None
@@ -270,7 +257,7 @@ class Webhook:
                 if event.type == "approval.decided" and action_id is not None:
                     self.requested.pop((agent_id, action_id), None)
             self.positions[agent_id] = position = seq
-            self.offsets[agent_id] = end
+            self.read_to[agent_id] = seq
             if event is not None:
                 await asyncio.to_thread(self.store.save, dict(self.positions))
         await asyncio.to_thread(self.store.save, dict(self.positions))

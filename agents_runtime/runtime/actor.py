@@ -5,10 +5,10 @@ lock, and agents never wait for each other.
 
 Group commit: the actor takes every command waiting in its mailbox, runs them
 in order (each one's records sealed and applied at once, so the next command
-sees them), hands all their records to the committer as one batch, and only
-once the committer has written it and made it durable answers every caller
-(agents_runtime/log/files/committer.py: the batches of every agent waiting at that
-moment share one flush). The clock is read once a batch: every record of
+sees them), appends all their records to its log in the store as one batch,
+and only once the store has made it durable answers every caller (the file
+store's committer makes the batches of every agent waiting at that moment
+durable with one flush). The clock is read once a batch: every record of
 a batch carries the same ts, the moment the actor started on it.
 """
 
@@ -18,7 +18,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -41,12 +40,11 @@ from agents_runtime.errors import (
     ShuttingDown,
     UnknownAction,
 )
-from agents_runtime.log.files.committer import Committer
-from agents_runtime.log.files.logfile import LogFile
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, seal, timestamp_micros
+from agents_runtime.log.store import AgentLog, Committed
 from agents_runtime.runtime.mailbox import Mailbox
-from agents_runtime.runtime.replay import load_log
+from agents_runtime.runtime.replay import replay
 
 log = logging.getLogger("agents_runtime.runtime.actor")
 
@@ -70,14 +68,17 @@ def _refuse_write(fields: dict[str, Any]) -> None:
 
 @attrs.frozen
 class LogView:
-    """Where the committed records of an agent's log are: the first ``length``
-    bytes of ``path``; the file beyond that may hold a write in progress, or
-    when ``fenced`` what a failed write left (a start sorts it out)."""
+    """What of an agent's log is committed, and the handle to read it with;
+    the store beyond that may hold a write in progress, or when ``fenced``
+    what a failed write left (a start sorts it out)."""
 
-    path: Path
-    length: int
-    head: Head
+    log: AgentLog
+    committed: Committed
     fenced: bool = False
+
+    @property
+    def head(self) -> Head:
+        return self.committed.head
 
 
 class _Stop:
@@ -124,24 +125,20 @@ class AgentActor:
         self,
         state: AgentState,
         *,
-        logfile: LogFile | None,
+        log: AgentLog,
         signer: Signer | None,
-        committed_length: int,
-        committer: Committer,
         public_key: bytes,
         clock: Clock = wall_clock,
         moved: set[str] | None = None,
     ) -> None:
         self.state = state
-        self.logfile = logfile
+        self.log = log
         self.signer = signer
-        self.committed_length = committed_length
-        # The head of the records known to be on disk (state.head runs ahead
-        # of it while a batch is written). Each batch committed puts the
-        # agent's ID in ``moved``, the registry's set of heads to checkpoint.
-        self.committed_head = state.head
+        # What of the log is known durable (state.head runs ahead of it
+        # while a batch is written). Each batch committed puts the agent's
+        # ID in ``moved``, the registry's set of heads to checkpoint.
+        self.committed = Committed(state.head, log.size)
         self.moved = moved if moved is not None else set()
-        self.committer = committer
         self.public_key = public_key
         self.clock = clock
         self.mailbox: Mailbox[tuple[Any, asyncio.Future[Any] | None]] = Mailbox(MAILBOX_SIZE)
@@ -197,9 +194,8 @@ class AgentActor:
             if kind is c.WatchAction:
                 return self._watch(command.action_id)
             if kind is c.GetLogView:
-                # The committed head: records of this batch are not on disk yet.
-                fenced = self.fenced is not None
-                return LogView(self.state_path, self.committed_length, self.committed_head, fenced)
+                # The committed head: records of this batch are not durable yet.
+                return LogView(self.log, self.committed, self.fenced is not None)
             raise TypeError(f"not a command: {command!r}")
         if kind in _WRITES:
             if self.signer is None:
@@ -213,9 +209,8 @@ class AgentActor:
         return handler(self.state, self._emit, command, now)
 
     @property
-    def state_path(self) -> Path:
-        assert self.logfile is not None
-        return self.logfile.path
+    def committed_head(self) -> Head:
+        return self.committed.head
 
     def _watch(self, action_id: str) -> asyncio.Future[None]:
         if action_number(self.state, action_id) is None:
@@ -293,14 +288,11 @@ class AgentActor:
             data.count(b"\n"),
         )
         try:
-            assert self.logfile is not None
-            await self.committer.append(self.logfile, data)
+            await self.log.append(data, self.committed)
         except LogWriteError as exc:
             self._fence(exc)
         else:
-            self.committed_length += len(data)
-            self.state.records.written()
-            self._committed()
+            self._committed(len(data))
 
     async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
         answers: list[tuple[asyncio.Future[Any], Any]] = []
@@ -328,17 +320,14 @@ class AgentActor:
             data = b"".join(self._buffer)
             self._buffer.clear()
             try:
-                assert self.logfile is not None
-                await self.committer.append(self.logfile, data)
+                await self.log.append(data, self.committed)
             except LogWriteError as exc:
                 self._fence(exc)
                 failure = AgentUnavailable(self.fenced or "log write failed")
                 errors = [(f, failure) for f, _ in answers + errors]
                 answers = []
             else:
-                self.committed_length += len(data)
-                self.state.records.written()
-                self._committed()
+                self._committed(len(data))
         for future, result in answers:
             if not future.done():  # done: its caller was cancelled
                 future.set_result(result)
@@ -358,10 +347,11 @@ class AgentActor:
             return
         expire_due(self.state, self._emit, now)
 
-    def _committed(self) -> None:
-        """A batch is on disk: its last record is the committed head (no
-        record is sealed between the write's end and this)."""
-        self.committed_head = self.state.head
+    def _committed(self, size: int) -> None:
+        """A batch of ``size`` bytes is durable: its last record is the
+        committed head (no record is sealed between the write's end and this)."""
+        self.committed = Committed(self.state.head, self.committed.size + size)
+        self.state.records.written()
         self.moved.add(self.state.agent_id)
 
     def _fence(self, exc: LogWriteError) -> None:
@@ -370,9 +360,12 @@ class AgentActor:
             f"writing the log of agent {self.state.agent_id} failed; "
             "it accepts no writes until guardd is restarted"
         )
-        # The state ran ahead of the file: rebuild it from what was committed.
-        loaded = load_log(
-            self.state_path, self.state.agent_id, self.public_key, length=self.committed_length
+        # The state ran ahead of the store: rebuild it from what was committed.
+        loaded = replay(
+            self.state.agent_id,
+            self.log.read(self.committed),
+            self.public_key,
+            records=self.log.records(),
         )
         if loaded.state is not None:
             self.state = loaded.state

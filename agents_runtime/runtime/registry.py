@@ -20,7 +20,7 @@ import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -41,15 +41,12 @@ from agents_runtime.errors import (
 )
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
-from agents_runtime.log.files.committer import Committer
-from agents_runtime.log.files.datadir import DataDir
-from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail
 from agents_runtime.log.keys import KeyRing, Signer
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
-from agents_runtime.log.recordstore import FileRecords
+from agents_runtime.log.store import AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
 from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
-from agents_runtime.runtime.replay import Loaded, load_log
+from agents_runtime.runtime.replay import Loaded, load
 
 log = logging.getLogger("agents_runtime.runtime.registry")
 
@@ -70,21 +67,16 @@ class LoadSummary:
 class Registry:
     def __init__(
         self,
-        data_dir: DataDir,
+        store: LogStore,
         ring: KeyRing,
         *,
-        committer: Committer | None = None,
         clock: Clock = wall_clock,
-        io_for: Callable[[str], FileIO] | None = None,
         checkpoint_dir: Path | None = None,
     ) -> None:
-        self.data_dir = data_dir
-        self.checkpoints = CheckpointDir(checkpoint_dir or data_dir.checkpoints_dir)
+        self.store = store
+        self.checkpoints = CheckpointDir(checkpoint_dir or store.default_checkpoint_dir())
         self.ring = ring
-        self.committer = committer or Committer()
         self.clock = clock
-        # The system calls each agent's log is written with (tests inject faults here).
-        self.io_for = io_for or (lambda agent_id: DEFAULT_IO)
         self.actors: dict[str, AgentActor] = {}
         self.quarantined: dict[str, Failure] = {}
         self._creating: set[str] = set()
@@ -115,15 +107,15 @@ class Registry:
         one per usable CPU) verify and fold whole files in parallel; this
         process adopts each result in agent order, so torn tails are moved and
         quarantines decided exactly as when it does it all by itself."""
-        removed = len(self.data_dir.remove_unfinished())
+        removed = self.store.remove_unfinished()
         torn: list[str] = []
-        scan = self.data_dir.scan()
+        scan = self.store.scan()
         for line in scan.odd:
             log.warning("%s", line)
         checkpoints = self._read_checkpoints(scan.agent_ids)
         ids = [agent_id for agent_id in scan.agent_ids if agent_id not in self.quarantined]
         logs = _load_logs(
-            self.data_dir,
+            self.store,
             ids,
             [checkpoints.get(agent_id) for agent_id in ids],
             self.ring.public_key,
@@ -179,23 +171,15 @@ class Registry:
             assert loaded.failure is not None
             self._quarantine(agent_id, loaded.failure)
             return False
-        path = self.data_dir.log_path(agent_id)
         contents = loaded.contents
-        if contents.torn_tail is not None or contents.missing_newline:
-            if contents.torn_tail is not None:
-                log.warning(
-                    "agent %s: moved a torn final line (%d bytes, never acknowledged) to %s.torn",
-                    agent_id,
-                    len(contents.torn_tail),
-                    path.name,
-                )
-            move_torn_tail(path, contents)
-        length = path.stat().st_size
-        if self.ring.read_only:
-            logfile: LogFile = _ReadOnlyLog(path)
-        else:
-            logfile = LogFile.open(path, self.io_for(agent_id))
-        self.actors[agent_id] = self._actor(loaded.state, logfile, length)
+        if contents.torn_tail is not None:
+            log.warning(
+                "agent %s: set aside a torn final line (%d bytes, never acknowledged)",
+                agent_id,
+                len(contents.torn_tail),
+            )
+        agent_log = self.store.open(agent_id, contents, writable=not self.ring.read_only)
+        self.actors[agent_id] = self._actor(loaded.state, agent_log)
         head = loaded.state.head
         saved = self._saved_seq.get(agent_id)
         if saved is None:
@@ -213,13 +197,11 @@ class Registry:
             self._unsynced.add(agent_id)
         return True
 
-    def _actor(self, state: AgentState, logfile: LogFile, length: int) -> AgentActor:
+    def _actor(self, state: AgentState, agent_log: AgentLog) -> AgentActor:
         actor = AgentActor(
             state,
-            logfile=logfile,
+            log=agent_log,
             signer=self.ring.signer,
-            committed_length=length,
-            committer=self.committer,
             public_key=self.ring.public_key,
             clock=self.clock,
             moved=self._moved,
@@ -276,7 +258,7 @@ class Registry:
                 heads[agent_id] = head
         if not heads:
             return
-        sync = [self.data_dir.log_path(a) for a in heads if a in self._unsynced]
+        sync = [a for a in heads if a in self._unsynced]
         try:
             await asyncio.to_thread(self._write_checkpoints, heads, sync)
         except OSError as exc:
@@ -289,11 +271,12 @@ class Registry:
             return
         self._unsynced.difference_update(heads)
 
-    def _write_checkpoints(self, heads: dict[str, Head], sync: list[Path]) -> None:
+    def _write_checkpoints(self, heads: dict[str, Head], sync: list[str]) -> None:
         with self._write_lock:
             saved = self._saved_seq
             newer = {a: h for a, h in heads.items() if h.seq > saved.get(a, -1)}
-            self.checkpoints.write(newer, sync)
+            self.store.make_durable(a for a in sync if a in newer)
+            self.checkpoints.write(newer)
             saved.update((a, h.seq) for a, h in newer.items())
 
     # -- lookup --------------------------------------------------------------
@@ -345,8 +328,7 @@ class Registry:
             raise ReadOnly("guardd has no signing key (keys/audit.key): cannot create agents")
         self._creating.add(agent_id)
         try:
-            path = self.data_dir.log_path(agent_id)
-            state = AgentState(agent_id, records=FileRecords(path))
+            state = AgentState(agent_id, records=self.store.records(agent_id))
             ts = timestamp_now(self.clock)
             lines = []
             for fields in (
@@ -360,14 +342,11 @@ class Registry:
                 lines.append(sealed.line)
             data = b"".join(lines)
             try:
-                io = self.io_for(agent_id)
-                logfile = await asyncio.to_thread(LogFile.create, path, data, io)
-            except FileExistsError:
-                raise AgentExists(f"agent {agent_id} already exists") from None
+                agent_log = await self.store.create(agent_id, data)
             except LogWriteError as exc:
                 log.error("creating agent %s failed: %s", agent_id, exc)
                 raise
-            self.actors[agent_id] = self._actor(state, logfile, len(data))
+            self.actors[agent_id] = self._actor(state, agent_log)
             self._moved.add(agent_id)  # created durably: its first checkpoint is due
             return status_json(state)
         finally:
@@ -394,9 +373,9 @@ class Registry:
                 task.cancel()
             if late:
                 await asyncio.wait(late, timeout=1.0)
-        # Writers finish what is queued (a cancelled actor's batch included)
-        # before any log is closed.
-        self.committer.close()
+        # The store finishes what is queued (a cancelled actor's batch
+        # included) before any log is closed.
+        self.store.close()
         if self._checkpointer is not None:
             self._closing.set()
             await asyncio.wait([self._checkpointer], timeout=grace)
@@ -404,21 +383,7 @@ class Registry:
             # Every head is final now: the checkpoints end where the logs do.
             await self.save_checkpoints()
         for actor in self.actors.values():
-            if actor.logfile is not None:
-                actor.logfile.close()
-
-
-class _ReadOnlyLog(LogFile):
-    """Stands in for a LogFile when there is no signing key: never written."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, -1)
-
-    def append(self, data: bytes) -> tuple[float, float]:  # pragma: no cover - refused earlier
-        raise LogWriteError("read-only")
-
-    def close(self) -> None:
-        pass
+            actor.log.close()
 
 
 # Startup verifies in worker processes only when there is this much log to
@@ -436,20 +401,20 @@ def load_workers() -> int:
 
 
 def _load_logs(
-    data_dir: DataDir,
+    store: LogStore,
     ids: list[str],
     checkpoints: list[Checkpoint | None],
     public_key: bytes,
     signer: Signer | None,
     workers: int | None,
 ) -> Iterator[Loaded]:
-    """``load_log`` of each agent, in order; whole files in worker processes
+    """``load`` of each agent, in order; whole logs in worker processes
     when it pays. Lines are dropped from what workers send back: adopting a
     log needs only its state, failure and tail. The signer goes to the
     workers (our own children, over the pool's pipe) so that they check
     signatures as cheaply as this process does."""
     workers = load_workers() if workers is None else workers
-    sizes = [_size(data_dir.log_path(agent_id)) for agent_id in ids]
+    sizes = [store.size(agent_id) for agent_id in ids]
     done = 0
     if workers > 1 and sum(sizes) >= PARALLEL_LOAD_BYTES:
         tasks: list[list[tuple[str, Checkpoint | None]]] = [[]]
@@ -467,7 +432,7 @@ def _load_logs(
         try:
             results = pool.map(
                 _load_task,
-                [data_dir] * len(tasks),
+                [store] * len(tasks),
                 tasks,
                 [public_key] * len(tasks),
                 [signer] * len(tasks),
@@ -480,13 +445,11 @@ def _load_logs(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     for agent_id, checkpoint in zip(ids[done:], checkpoints[done:], strict=True):
-        yield load_log(
-            data_dir.log_path(agent_id), agent_id, public_key, signer=signer, checkpoint=checkpoint
-        )
+        yield load(store, agent_id, public_key, signer=signer, checkpoint=checkpoint)
 
 
 def _load_task(
-    data_dir: DataDir,
+    store: LogStore,
     agents: list[tuple[str, Checkpoint | None]],
     public_key: bytes,
     signer: Signer | None,
@@ -494,17 +457,9 @@ def _load_task(
     """In a worker process: verify and fold these agents' logs."""
     out = []
     for agent_id, checkpoint in agents:
-        path = data_dir.log_path(agent_id)
-        loaded = load_log(path, agent_id, public_key, signer=signer, checkpoint=checkpoint)
+        loaded = load(store, agent_id, public_key, signer=signer, checkpoint=checkpoint)
         out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
     return out
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0  # load_log will say what is wrong with it
 
 
 def timestamp_now(clock: Clock) -> str:

@@ -1,16 +1,18 @@
-"""Rebuild an agent's state from its log file: verify each record, then fold it."""
+"""Rebuild an agent's state from its log: verify each record, then fold it.
+
+The same ``apply`` folds records live (the actor) and here, at startup and
+when a fenced agent falls back to what its store committed.
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import attrs
 
 from agents_runtime.core.state import AgentState, apply
 from agents_runtime.errors import VerificationError
-from agents_runtime.log.files.logfile import LogContents, read_log, split_log
 from agents_runtime.log.keys import Signer
-from agents_runtime.log.recordstore import FileRecords, MemoryRecords, RecordStore
+from agents_runtime.log.recordstore import MemoryRecords, RecordStore
+from agents_runtime.log.store import LogContents, LogStore
 from agents_runtime.log.verify import ChainVerifier, Checkpoint, Failure
 
 
@@ -26,33 +28,25 @@ class Loaded:
         return self.failure is None
 
 
-def replay_lines(
-    agent_id: str,
-    lines: list[bytes],
-    public_key: bytes,
-    *,
-    path: Path | None = None,
-    signer: Signer | None = None,
-) -> Loaded:
-    """Verify and fold ``lines``; the state reads records back from the file
-    at ``path`` (which holds these lines first), or from memory without one."""
-    contents = LogContents(lines, None, False, sum(len(x) + 1 for x in lines))
-    return _replay(agent_id, contents, public_key, path, signer, None)
-
-
-def _replay(
+def replay(
     agent_id: str,
     contents: LogContents,
     public_key: bytes,
-    path: Path | None,
-    signer: Signer | None,
-    checkpoint: Checkpoint | None,
+    *,
+    records: RecordStore | None = None,
+    signer: Signer | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> Loaded:
+    """Verify and fold ``contents``. The state reads records back through
+    ``records`` (a store's index of the same log), or from memory without
+    one; ``signer`` (the key's holder) makes checking signatures cheaper;
+    the log must reach ``checkpoint`` unchanged."""
     lines = contents.lines
     verifier = ChainVerifier(
         public_key=public_key, log_id=agent_id, signer=signer, checkpoint=checkpoint
     )
-    records: RecordStore = MemoryRecords() if path is None else FileRecords(path)
+    if records is None:
+        records = MemoryRecords()
     state = AgentState(agent_id, records=records)
     feed, add = verifier.feed, records.add
     try:
@@ -74,21 +68,20 @@ def _replay(
     return Loaded(agent_id, state, None, contents)
 
 
-def load_log(
-    path: Path,
+def load(
+    store: LogStore,
     agent_id: str,
     public_key: bytes,
     *,
-    length: int | None = None,
     signer: Signer | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> Loaded:
-    """Verify and fold a log file. ``length`` limits it to its committed bytes;
-    ``signer`` (the key's holder) makes checking signatures cheaper; the log
-    must reach ``checkpoint`` unchanged."""
-    if length is None:
-        contents = read_log(path)
-    else:
-        with path.open("rb") as fh:
-            contents = split_log(fh.read(length))
-    return _replay(agent_id, contents, public_key, path, signer, checkpoint)
+    """Read, verify and fold the log of ``agent_id`` (blocking)."""
+    return replay(
+        agent_id,
+        store.read(agent_id),
+        public_key,
+        records=store.records(agent_id),
+        signer=signer,
+        checkpoint=checkpoint,
+    )

@@ -37,6 +37,7 @@ from agents_runtime.core.policy import parse_policy
 from agents_runtime.errors import AgentError
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import FileIO
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import Registry
 from tests.agents_runtime.support import allowed_ids
 
@@ -103,7 +104,7 @@ async def run(root: Path, seed: int, chunk: int) -> None:
     if chunk:
         slow_writes(chunk)
     data_dir = DataDir(root)
-    registry = Registry(data_dir, data_dir.prepare())
+    registry = Registry(FileStore(data_dir), data_dir.prepare())
     summary = registry.load()
     if summary.quarantined:
         raise SystemExit(f"quarantined: {summary.quarantined}")

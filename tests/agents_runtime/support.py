@@ -24,10 +24,12 @@ from agents_runtime.core.state import (
 )
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import read_log
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer
 from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
-from agents_runtime.runtime.replay import load_log
+from agents_runtime.runtime.replay import Loaded, replay
 
 # 2026-01-01T00:00:00Z: a round start so rate-window arithmetic reads easily.
 T0 = 1_767_225_600.0
@@ -105,7 +107,7 @@ async def running_registry(
     data_dir = DataDir(root)
     write_test_keys(root)
     ring = data_dir.prepare()
-    registry = Registry(data_dir, ring, clock=clock or FakeClock())
+    registry = Registry(FileStore(data_dir), ring, clock=clock or FakeClock())
     registry.load()
     await registry.start()
     try:
@@ -132,7 +134,7 @@ class Harness:
 
     @property
     def path(self) -> Path:
-        return self.registry.data_dir.log_path(self.agent_id)
+        return self.registry.store.path(self.agent_id)
 
     def records(self) -> list[dict[str, Any]]:
         return [canonical.loads(line) for line in self.path.read_bytes().splitlines()]
@@ -195,7 +197,7 @@ def n_decided(state: AgentState, n: int) -> bool:
 
 def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
     """The state rebuilt from the agent's file on disk; fails if it does not verify."""
-    path = registry.data_dir.log_path(agent_id)
+    path = registry.store.path(agent_id)
     loaded = load_log(path, agent_id, registry.ring.public_key)
     assert loaded.failure is None, loaded.failure
     assert loaded.contents.torn_tail is None
@@ -205,3 +207,8 @@ def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
 
 def assert_replay_matches(registry: Registry, agent_id: str = AGENT) -> None:
     assert snapshot(replayed_state(registry, agent_id)) == snapshot(live_state(registry, agent_id))
+
+
+def load_log(path: Path, agent_id: str, public_key: bytes) -> Loaded:
+    """Verify and fold a log file, as guardd does at startup."""
+    return replay(agent_id, read_log(path), public_key)

@@ -579,8 +579,7 @@ def test_a_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 async def test_replayed_state_equals_the_state_the_service_rebuilds(log: Path) -> None:
-    from agents_runtime.runtime.replay import load_log
-    from tests.agents_runtime.support import snapshot
+    from tests.agents_runtime.support import load_log, snapshot
 
     result = replay_records(read(log))
     loaded = load_log(log, AGENT, TEST_PUBLIC_KEY)

@@ -42,16 +42,12 @@ import collections
 import contextlib
 import queue
 import threading
-from collections.abc import Callable
 from time import perf_counter
 
 import attrs
 
 from agents_runtime.log.files.logfile import FlushAnchors, LogFile, sync_logs
-
-# Told of each round made durable: its records, the seconds its writes took
-# (all batches) and the seconds of its one flush.
-CommitObserver = Callable[[int, float, float], None]
+from agents_runtime.log.store import CommitObserver
 
 
 @attrs.frozen

@@ -20,6 +20,7 @@ import attrs
 
 from agents_runtime.log.files.logfile import TMP_SUFFIX, TORN_SUFFIX
 from agents_runtime.log.keys import KeyRing, create_keys, fsync_dir, load_keys
+from agents_runtime.log.store import Scan
 
 AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOG_SUFFIX = ".jsonl"
@@ -28,12 +29,6 @@ CHECKPOINTS = "checkpoints"
 
 def valid_agent_id(agent_id: str) -> bool:
     return AGENT_ID.fullmatch(agent_id) is not None
-
-
-@attrs.frozen
-class Scan:
-    agent_ids: list[str]  # sorted
-    odd: list[str]  # one line per odd entry, ready to print
 
 
 def _odd(entry: os.DirEntry[str]) -> str | None:

@@ -20,37 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from time import perf_counter
 
-import attrs
-
-from agents_runtime.errors import CanonicalError, LogWriteError
-from agents_runtime.log import canonical
+from agents_runtime.errors import LogWriteError
 from agents_runtime.log.keys import fsync_dir
+from agents_runtime.log.store import LogContents, split_log
 
 TMP_SUFFIX = ".tmp"
 TORN_SUFFIX = ".torn"
-
-
-@attrs.frozen
-class LogContents:
-    lines: list[bytes]  # complete lines, without newlines
-    torn_tail: bytes | None  # final bytes without newline that do not parse
-    missing_newline: bool  # the last line parses but its newline was never written
-    valid_length: int  # bytes of the file that are complete lines
-
-
-def split_log(data: bytes) -> LogContents:
-    if not data:
-        return LogContents([], None, False, 0)
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the data ends with a newline
-    if not tail:
-        return LogContents(lines, None, False, len(data))
-    try:
-        canonical.loads(tail)
-    except CanonicalError:
-        return LogContents(lines, tail, False, len(data) - len(tail))
-    lines.append(tail)
-    return LogContents(lines, None, True, len(data))
 
 
 def read_log(path: Path) -> LogContents:

@@ -26,9 +26,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from agents_runtime.core import commands as c
 from agents_runtime.core.policy import Policy
 from agents_runtime.core.state import expired_actions, parse_ts
-from agents_runtime.errors import AgentError, IdempotencyConflict
+from agents_runtime.errors import AgentError, IdempotencyConflict, InvalidState
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
 from tests.agents_runtime.support import (
@@ -95,7 +96,7 @@ class AgentMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(awaitable)
 
     def _open(self) -> Registry:
-        registry = Registry(self.data_dir, self.ring, clock=self.clock)
+        registry = Registry(FileStore(self.data_dir), self.ring, clock=self.clock)
         summary = registry.load()
         assert not summary.quarantined
         self.run(registry.start())
@@ -199,8 +200,15 @@ class AgentMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(live_state(self.registry).pending))
     @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("ok")))
     def approve_pending(self, pick: int, note: str | None) -> None:
-        pending = list(live_state(self.registry).pending)
-        reply = self.ask(c.Approve(pending[pick % len(pending)], "alice", note))
+        state = live_state(self.registry)
+        action_id = list(state.pending)[pick % len(state.pending)]
+        now = max(self.clock(), parse_ts(state.last_ts))
+        due = {action.action_id for action, _ in expired_actions(state, now)}
+        reply = self.try_ask(c.Approve(action_id, "alice", note))
+        if action_id in due:
+            # The actor expires what is due before it runs the approval.
+            assert isinstance(reply, InvalidState), reply
+            return
         assert reply["decision"] in ("allowed", "denied")
 
     @precondition(lambda self: bool(live_state(self.registry).pending))

@@ -16,6 +16,7 @@ from agents_runtime.errors import AgentUnavailable
 from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError, read_checkpoint_file
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.faults import EIO_FSYNC, Fault, io_for_faults
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.record import Head
 from agents_runtime.log.verify import Checkpoint, Failure
 from agents_runtime.runtime.registry import CHECKPOINT_EVERY, Registry, quarantine_message
@@ -34,16 +35,15 @@ HASH = "ab" * 32
 def loaded(root: Path, **kwargs: object) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
-    registry = Registry(data_dir, data_dir.prepare(), clock=FakeClock(), **kwargs)  # type: ignore[arg-type]
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), clock=FakeClock(), **kwargs)  # type: ignore[arg-type]
     registry.load()
     return registry
 
 
 def close(registry: Registry) -> None:
     for actor in registry.actors.values():
-        assert actor.logfile is not None
-        actor.logfile.close()
-    registry.committer.close()
+        actor.log.close()
+    registry.store.close()
 
 
 async def make_agent(root: Path, requests: int = 3) -> Path:
@@ -126,7 +126,9 @@ async def test_the_checkpoint_dir_can_be_elsewhere(tmp_path: Path) -> None:
     elsewhere = tmp_path / "worm" / "heads"
     data_dir = DataDir(tmp_path / "data")
     write_test_keys(data_dir.root)
-    registry = Registry(data_dir, data_dir.prepare(), clock=FakeClock(), checkpoint_dir=elsewhere)
+    registry = Registry(
+        FileStore(data_dir), data_dir.prepare(), clock=FakeClock(), checkpoint_dir=elsewhere
+    )
     registry.load()
     await registry.start()
     await registry.create(AGENT, policy())
@@ -144,7 +146,7 @@ async def test_a_checkpoint_never_names_records_that_failed_to_reach_the_disk(
     data_dir = DataDir(tmp_path)
     write_test_keys(tmp_path)
     io_for = io_for_faults([Fault(AGENT, EIO_FSYNC, after=2)])
-    registry = Registry(data_dir, data_dir.prepare(), clock=FakeClock(), io_for=io_for)
+    registry = Registry(FileStore(data_dir, io_for=io_for), data_dir.prepare(), clock=FakeClock())
     registry.load()
     await registry.start()
     try:

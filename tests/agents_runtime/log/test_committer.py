@@ -20,6 +20,7 @@ from agents_runtime.log.files.committer import Committer
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.faults import EIO_FSYNC, EIO_WRITE, Fault, FaultyIO
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, FlushAnchors, LogFile, sync_logs
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import Registry
 from tests.agents_runtime.support import FakeClock, policy, running_registry, write_test_keys
 
@@ -91,11 +92,9 @@ async def _registry(root: Path, io_for: Callable[[str], FileIO]) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
     registry = Registry(
-        data_dir,
+        FileStore(data_dir, committer=CountingCommitter(), io_for=io_for),
         data_dir.prepare(),
-        committer=CountingCommitter(),
         clock=FakeClock(),
-        io_for=io_for,
     )
     registry.load()
     await registry.start()
@@ -110,7 +109,7 @@ async def _one_round(
     """Hold the writer in a round with the gate's batch, send one request to
     each of AGENTS, wait until all their batches are queued, then let the
     writer go: those batches form the next round, all together."""
-    committer = registry.committer
+    committer = registry.store.committer
     assert isinstance(committer, CountingCommitter)
     gate_io.hold = True
     gate = asyncio.ensure_future(registry.ref(GATE).ask(c.RequestAction("read")))
@@ -148,7 +147,7 @@ async def test_batches_of_many_agents_waiting_together_share_one_flush(tmp_path:
         # the 20 batches: two flushes, not 21
         assert (io.fsyncs - fsyncs, io.flushes - flushes) == (1, 1)
         for agent_id in AGENTS:
-            lines = registry.data_dir.log_path(agent_id).read_bytes().splitlines()
+            lines = registry.store.path(agent_id).read_bytes().splitlines()
             assert b'"kind":"action_allowed"' in lines[-1]
     finally:
         await registry.stop()

@@ -24,15 +24,16 @@ from agents_runtime.errors import (
 from agents_runtime.log.files.committer import Committer
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import LogFile
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.actor import LogView
 from agents_runtime.runtime.registry import Registry
-from agents_runtime.runtime.replay import load_log
 from audit.replay import replay_records
 from tests.agents_runtime.support import (
     AGENT,
     D,
     FakeClock,
     Harness,
+    load_log,
     policy,
     running_agent,
     running_registry,
@@ -93,7 +94,9 @@ class Running:
 async def start(root: Path, committer: Committer, *agent_ids: str) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
-    registry = Registry(data_dir, data_dir.prepare(), committer=committer, clock=FakeClock())
+    registry = Registry(
+        FileStore(data_dir, committer=committer), data_dir.prepare(), clock=FakeClock()
+    )
     registry.load()
     await registry.start()
     for agent_id in agent_ids:
@@ -131,7 +134,7 @@ async def test_1000_concurrent_requests_with_budget_for_100_allow_exactly_100(
     assert (status["alive"], status["termination_reason"]) == (False, "budget_exhausted")
     assert (status["actions_allowed"], status["actions_denied"]) == (100, 900)
     # the log verifies, and holds exactly these decisions
-    path = registry.data_dir.log_path(AGENT)
+    path = registry.store.path(AGENT)
     loaded = load_log(path, AGENT, registry.ring.public_key)
     assert loaded.failure is None
     assert loaded.state is not None
@@ -183,7 +186,7 @@ async def test_callers_are_answered_only_after_their_records_are_on_disk(tmp_pat
     committer = GatedCommitter()
     registry = await start(tmp_path, committer, AGENT)
     try:
-        path = registry.data_dir.log_path(AGENT)
+        path = registry.store.path(AGENT)
         before = path.read_bytes()
         committer.gated.add(AGENT)
         ask = asyncio.ensure_future(registry.ref(AGENT).ask(c.RequestAction("read")))
@@ -280,7 +283,7 @@ async def test_stop_answers_what_is_queued_and_refuses_later_asks(tmp_path: Path
     assert len(answered) + len(refused) == 20
     with pytest.raises(ShuttingDown, match=r"^guardd is shutting down$"):
         await ref.ask(c.GetStatus())
-    loaded = load_log(registry.data_dir.log_path(AGENT), AGENT, registry.ring.public_key)
+    loaded = load_log(registry.store.path(AGENT), AGENT, registry.ring.public_key)
     assert loaded.state is not None
     assert loaded.state.actions_allowed == len(answered)
 
@@ -318,9 +321,9 @@ async def test_log_view_covers_exactly_the_committed_bytes(tmp_path: Path) -> No
         await agent.ask(c.RequestAction("read"))
         view = await agent.ask(c.GetLogView())
         assert isinstance(view, LogView)
-        assert view.length == agent.path.stat().st_size
+        assert view.committed.size == agent.path.stat().st_size
         assert view.head == agent.state.head
-        assert view.path == agent.path
+        assert view.log.path == agent.path
 
 
 async def test_timestamps_never_go_backwards_when_the_clock_does(tmp_path: Path) -> None:
@@ -358,7 +361,7 @@ async def test_a_read_only_key_ring_serves_reads_and_refuses_writes(tmp_path: Pa
         await agent.ask(c.RequestAction("read"))
     data_dir = DataDir(tmp_path)
     ring = attrs.evolve(data_dir.prepare(), signer=None)
-    registry = Registry(data_dir, ring, clock=FakeClock())
+    registry = Registry(FileStore(data_dir), ring, clock=FakeClock())
     registry.load()
     await registry.start()
     try:

@@ -36,6 +36,7 @@ from agents_runtime.errors import AgentUnavailable
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import TORN_SUFFIX, read_log
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.record import seal
 from agents_runtime.runtime.registry import Registry
@@ -177,7 +178,7 @@ def check_restart(data_dir: DataDir, ring: KeyRing, acked: list[dict[str, Any]])
         if contents.torn_tail is not None:
             torn.add(agent_id)
         lines[agent_id] = contents.lines
-    registry = Registry(data_dir, ring)
+    registry = Registry(FileStore(data_dir), ring)
     summary = registry.load()  # verifies every record of every log
     try:
         assert summary.quarantined == {}
@@ -192,9 +193,8 @@ def check_restart(data_dir: DataDir, ring: KeyRing, acked: list[dict[str, Any]])
             check_acknowledged(ack, states[ack["agent"]], lines[ack["agent"]])
     finally:
         for actor in registry.actors.values():
-            assert actor.logfile is not None
-            actor.logfile.close()
-        registry.committer.close()
+            actor.log.close()
+        registry.store.close()
     return len(torn)
 
 
@@ -220,7 +220,7 @@ def test_after_the_kills_every_log_replays_as_its_policy_says(tmp_path: Path) ->
         child.close()
 
     async def start_and_stop() -> None:
-        registry = Registry(data_dir, ring)
+        registry = Registry(FileStore(data_dir), ring)
         assert registry.load().quarantined == {}
         await registry.start()
         await registry.stop()
@@ -361,7 +361,7 @@ async def test_a_read_only_service_leaves_a_cut_command_as_it_is(tmp_path: Path)
     cut = b"".join(path.read_bytes().splitlines(keepends=True)[:-1])
     crash_cut(path, cut)
     data_dir = DataDir(tmp_path)
-    registry = Registry(data_dir, attrs.evolve(data_dir.prepare(), signer=None))
+    registry = Registry(FileStore(data_dir), attrs.evolve(data_dir.prepare(), signer=None))
     registry.load()
     await registry.start()
     try:

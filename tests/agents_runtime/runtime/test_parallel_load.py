@@ -14,6 +14,7 @@ import pytest
 
 from agents_runtime.core import commands as c
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime import registry as registry_module
 from agents_runtime.runtime.registry import LoadSummary, Registry
 from tests.agents_runtime.support import D, FakeClock, policy, running_registry, snapshot
@@ -79,7 +80,7 @@ def damaged_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _load(root: Path, workers: int) -> tuple[Registry, LoadSummary]:
     data_dir = DataDir(root)
-    registry = Registry(data_dir, data_dir.prepare())
+    registry = Registry(FileStore(data_dir), data_dir.prepare())
     return registry, registry.load(workers=workers)
 
 
@@ -135,12 +136,11 @@ def _assert_parallel_matches(damaged_dir: Path, tmp_path: Path) -> None:
     assert set(many.actors) == set(one.actors)
     for agent_id, actor in one.actors.items():
         assert snapshot(many.actors[agent_id].state) == snapshot(actor.state)
-        assert many.actors[agent_id].committed_length == actor.committed_length
+        assert many.actors[agent_id].committed.size == actor.committed.size
     assert _files(parallel) == _files(alone)
     for registry in (one, many):
         for actor in registry.actors.values():
-            assert actor.logfile is not None
-            actor.logfile.close()
+            actor.log.close()
 
 
 def test_loading_in_forked_workers_decides_as_loading_alone(
@@ -167,8 +167,7 @@ def test_few_logs_are_loaded_without_workers(damaged_dir: Path, tmp_path: Path) 
     assert pools == []
     assert summary.loaded == len(GOOD) + 2
     for actor in registry.actors.values():
-        assert actor.logfile is not None
-        actor.logfile.close()
+        actor.log.close()
 
 
 def _die(*args: object) -> None:
@@ -188,5 +187,4 @@ def test_workers_dying_leaves_the_loading_to_this_process(
     assert set(summary.quarantined) == {TAMPERED, BAD_APPLY}
     assert summary.torn == [TORN]
     for actor in registry.actors.values():
-        assert actor.logfile is not None
-        actor.logfile.close()
+        actor.log.close()

@@ -17,6 +17,7 @@ from agents_runtime.errors import AgentExists, NotFound, Quarantined
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import read_log
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.record import FORMAT, Head, seal
 from agents_runtime.log.verify import Failure
 from agents_runtime.runtime.registry import Registry
@@ -43,15 +44,14 @@ async def make_agent(root: Path, agent_id: str = AGENT, requests: int = 2) -> Pa
 def loaded_registry(root: Path) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
-    return Registry(data_dir, data_dir.prepare(), clock=FakeClock())
+    return Registry(FileStore(data_dir), data_dir.prepare(), clock=FakeClock())
 
 
 def close(registry: Registry) -> None:
     """Close what load() opened, for a registry that was never started."""
     for actor in registry.actors.values():
-        assert actor.logfile is not None
-        actor.logfile.close()
-    registry.committer.close()
+        actor.log.close()
+    registry.store.close()
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -65,7 +65,7 @@ async def test_create_writes_genesis_and_policy(tmp_path: Path) -> None:
     agent_policy = policy(budget=7)
     async with running_registry(tmp_path) as registry:
         status = await registry.create(AGENT, agent_policy)
-        path = registry.data_dir.log_path(AGENT)
+        path = registry.store.path(AGENT)
     genesis, first_policy = lines(path)
     assert genesis["kind"] == "genesis"
     assert (genesis["seq"], genesis["format"], genesis["log_id"]) == (0, FORMAT, AGENT)
@@ -82,10 +82,10 @@ async def test_create_writes_genesis_and_policy(tmp_path: Path) -> None:
 async def test_creating_an_existing_agent_is_agent_exists(tmp_path: Path) -> None:
     async with running_registry(tmp_path) as registry:
         await registry.create(AGENT, policy())
-        before = registry.data_dir.log_path(AGENT).read_bytes()
+        before = registry.store.path(AGENT).read_bytes()
         with pytest.raises(AgentExists, match=f"^agent {AGENT} already exists$"):
             await registry.create(AGENT, policy(budget=1))
-        assert registry.data_dir.log_path(AGENT).read_bytes() == before
+        assert registry.store.path(AGENT).read_bytes() == before
 
 
 async def test_creating_the_same_agent_twice_at_once_creates_it_once(tmp_path: Path) -> None:
@@ -233,7 +233,7 @@ async def test_a_log_signed_by_another_key_is_quarantined(tmp_path: Path) -> Non
     DataDir(tmp_path).prepare()  # fresh keys: no log exists yet
     (tmp_path / "agents" / path.name).write_bytes(path.read_bytes())
     data_dir = DataDir(tmp_path)
-    registry = Registry(data_dir, data_dir.prepare(), clock=FakeClock())
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), clock=FakeClock())
     summary = registry.load()
     close(registry)
     assert summary.quarantined[AGENT] == Failure(1, 0, "public key does not match")

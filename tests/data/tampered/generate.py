@@ -35,6 +35,7 @@ from agents_runtime.core.policy import parse_policy
 from agents_runtime.log import canonical
 from agents_runtime.log.files.committer import Committer
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import SEALED_FIELDS, Head, seal, signing_message
 from agents_runtime.log.verify import (
@@ -123,7 +124,9 @@ async def _make_logs(root: Path) -> tuple[list[bytes], list[bytes]]:
     _write_secret(keys / "admin.token", b"test-admin-token\n")
     data_dir = DataDir(root)
     registry = Registry(
-        data_dir, data_dir.prepare(), committer=Committer(inline=True), clock=FixedClock()
+        FileStore(data_dir, committer=Committer(inline=True)),
+        data_dir.prepare(),
+        clock=FixedClock(),
     )
     await registry.start()
     try:

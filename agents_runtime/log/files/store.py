@@ -1,0 +1,160 @@
+"""The file store: each agent's log is one file in the data dir.
+
+The layout is ``DataDir``'s (datadir.py); appends go through the committer,
+which makes the batches of every agent waiting at one moment durable with
+one flush (committer.py). One guardd holds a data dir at a time (lock.py),
+so the file store has one writer and never raises HeadMoved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from agents_runtime.errors import AgentExists, LogWriteError
+from agents_runtime.log.files.committer import Committer
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
+from agents_runtime.log.recordstore import FileRecords
+from agents_runtime.log.store import CommitObserver, Committed, LogContents, Scan, split_log
+
+READ_ONLY = "read-only"
+
+
+class FileAgentLog:
+    """One agent's log file, opened for appends (or not, when ``logfile`` is
+    None: guardd has no signing key and never writes)."""
+
+    __slots__ = ("_committer", "_read_to", "agent_id", "logfile", "path", "size")
+
+    def __init__(
+        self,
+        agent_id: str,
+        path: Path,
+        logfile: LogFile | None,
+        committer: Committer,
+        size: int,
+    ) -> None:
+        self.agent_id = agent_id
+        self.path = path
+        self.logfile = logfile
+        self._committer = committer
+        self.size = size
+        # Where the last read_after stopped (seq, byte after it), so that a
+        # reader following the log (webhooks) reads each line once.
+        self._read_to = (-1, 0)
+
+    async def append(self, data: bytes, after: Committed) -> None:
+        if self.logfile is None:
+            raise LogWriteError(READ_ONLY)
+        await self._committer.append(self.logfile, data)
+
+    def read(self, upto: Committed) -> LogContents:
+        with self.path.open("rb") as fh:
+            return split_log(fh.read(upto.size))
+
+    def read_after(self, seq: int, upto: Committed) -> list[bytes]:
+        known, offset = self._read_to
+        if known != seq:
+            known, offset = -1, 0  # another reader: from the start
+        with self.path.open("rb") as fh:
+            fh.seek(offset)
+            lines = split_log(fh.read(max(0, upto.size - offset))).lines
+        skip = seq - known
+        self._read_to = (known + len(lines), offset + sum(len(line) + 1 for line in lines))
+        return lines[skip:]
+
+    def read_beyond(self, upto: Committed) -> bytes:
+        with self.path.open("rb") as fh:
+            fh.seek(upto.size)
+            return fh.read()
+
+    def records(self) -> FileRecords:
+        return FileRecords(self.path)
+
+    def close(self) -> None:
+        if self.logfile is not None:
+            self.logfile.close()
+
+
+class FileStore:
+    """The logs of a data dir. ``io_for`` gives the system calls each
+    agent's log is written with (the reliability tests inject faults there)."""
+
+    def __init__(
+        self,
+        data_dir: DataDir,
+        *,
+        committer: Committer | None = None,
+        io_for: Callable[[str], FileIO] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.committer = committer or Committer()
+        self.io_for = io_for or (lambda agent_id: DEFAULT_IO)
+
+    def __reduce__(self) -> tuple[type[FileStore], tuple[DataDir]]:
+        # A worker process that verifies logs at startup only reads: it gets
+        # a store of the same data dir without this one's writer thread.
+        return (FileStore, (self.data_dir,))
+
+    def describe(self) -> str:
+        return f"files in {self.data_dir.agents_dir}"
+
+    def default_checkpoint_dir(self) -> Path:
+        return self.data_dir.checkpoints_dir
+
+    def path(self, agent_id: str) -> Path:
+        return self.data_dir.log_path(agent_id)
+
+    def scan(self) -> Scan:
+        return self.data_dir.scan()
+
+    def remove_unfinished(self) -> int:
+        return len(self.data_dir.remove_unfinished())
+
+    def read(self, agent_id: str) -> LogContents:
+        return read_log(self.path(agent_id))
+
+    def size(self, agent_id: str) -> int:
+        try:
+            return self.path(agent_id).stat().st_size
+        except OSError:
+            return 0  # read() will say what is wrong with it
+
+    def records(self, agent_id: str) -> FileRecords:
+        return FileRecords(self.path(agent_id))
+
+    def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> FileAgentLog:
+        path = self.path(agent_id)
+        if contents.torn_tail is not None or contents.missing_newline:
+            move_torn_tail(path, contents)
+        size = path.stat().st_size
+        logfile = LogFile.open(path, self.io_for(agent_id)) if writable else None
+        return FileAgentLog(agent_id, path, logfile, self.committer, size)
+
+    async def create(self, agent_id: str, data: bytes) -> FileAgentLog:
+        path = self.path(agent_id)
+        try:
+            logfile = await asyncio.to_thread(LogFile.create, path, data, self.io_for(agent_id))
+        except FileExistsError:
+            raise AgentExists(f"agent {agent_id} already exists") from None
+        return FileAgentLog(agent_id, path, logfile, self.committer, len(data))
+
+    def make_durable(self, agent_ids: Iterable[str]) -> None:
+        for agent_id in agent_ids:
+            fd = os.open(self.path(agent_id), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def observe_commits(self, observer: CommitObserver) -> None:
+        self.committer.on_commit = observer
+
+    def on_appended(self, callback: Callable[[str, int], None]) -> None:
+        """Never called: the data-dir lock makes this process the only writer."""
+
+    def close(self) -> None:
+        self.committer.close()
