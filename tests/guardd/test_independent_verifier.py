@@ -12,7 +12,7 @@ from typing import Any
 import nacl.signing
 import pytest
 
-from agents_runtime.core.state import RECORD_KINDS
+from agents_runtime.log.kinds import Kind
 from tests.guardd import independent_verifier as iv
 from tests.guardd.conftest import Agent, Api, ok
 
@@ -82,7 +82,7 @@ def test_log_file_verifies_independently_against_the_public_key(
     assert head == api.status(logged)["head"]
     report = ok(api.admin.get(f"{logged.path}/verify"))
     assert (count, head) == (report["records"], report["head"])
-    assert {r["kind"] for r in api.records(logged)} == RECORD_KINDS  # every kind checked
+    assert {r["kind"] for r in api.records(logged)} == set(Kind)  # every kind checked
 
 
 def test_records_from_the_log_endpoint_verify_independently(

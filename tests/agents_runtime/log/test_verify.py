@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents_runtime.core.state import RECORD_KINDS
 from agents_runtime.errors import VerificationError
 from agents_runtime.log import canonical, record, verify
 from agents_runtime.log.keys import Signer
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head
 from agents_runtime.log.verify import ChainVerifier, Checkpoint, Failure, Report, verify_lines
 
@@ -25,7 +25,7 @@ DATA = Path(__file__).parents[2] / "data"
 SIGNER = Signer(bytes(range(32)))
 ATTACKER = Signer(bytes(range(1, 33)))
 LOG_ID = "agent-1"
-KINDS = sorted(RECORD_KINDS - {"genesis"})
+KINDS = sorted(kind.value for kind in Kind if kind is not Kind.GENESIS)
 
 # --- generated logs ---------------------------------------------------------
 
