@@ -6,8 +6,8 @@ with ``client.guarded`` so every call asks the service first, waits while an
 operator decides, and reports its outcome.
 """
 
-from client_sdk._admin import AdminClient, AsyncAdminClient
-from client_sdk._client import AsyncGuardClient, AsyncGuardDecorator, GuardClient
+from client_sdk._async import AsyncAdminClient, AsyncGuardClient
+from client_sdk._guarded import AsyncGuardDecorator
 from client_sdk._models import (
     Action,
     AgentListEntry,
@@ -27,6 +27,7 @@ from client_sdk._models import (
 )
 from client_sdk._receipt import verify_receipt
 from client_sdk._retry import Retry
+from client_sdk._sync import AdminClient, GuardClient
 from client_sdk.errors import (
     ActionDenied,
     AgentExists,

@@ -1,8 +1,8 @@
 """Everything the clients do that is not I/O: building requests, reading answers.
 
-The sync and async clients (``_client.py``, ``_admin.py``) only pass the
-``Request`` objects made here to a sender (``_http.py``) and return what
-``parse_response`` makes of the answer, so both twins build exactly the same
+The clients (``_async.py``, and ``_sync.py`` generated from it) only pass
+the ``Request`` objects made here to their sender and return what
+``parse_response`` makes of the answer, so both build exactly the same
 requests and raise exactly the same errors.
 """
 
@@ -562,12 +562,7 @@ class AdminCore:
         )
 
     def add_scar(
-        self,
-        agent_id: str,
-        severity: str,
-        reason: str,
-        action_id: str | None = None,
-        by: str | None = None,
+        self, agent_id: str, severity: str, reason: str, action_id: str | None, by: str | None
     ) -> Request[AgentStatus]:
         body = {"severity": severity, "reason": reason}
         if action_id is not None:

@@ -1,6 +1,8 @@
 """``guarded(tool)``: ask the service, wait for approval, run, report.
 
-The flow, the same for the sync and the async client:
+The steps that need no I/O, shared by both clients; the flow itself, the
+same for both, is ``_guard`` in ``_async.py`` (``_sync.py`` is generated from
+it):
 
 1. bind the call's arguments to the tool's parameter names (defaults applied)
    and check that they are JSON-safe: that is the action's ``input``;
@@ -21,12 +23,12 @@ exception is raised all the same: it is the one the caller needs to see.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 import anyio
 
@@ -35,16 +37,14 @@ from client_sdk._core import MAX_WAIT, Money, check_money
 from client_sdk._models import Action, Decision
 from client_sdk.errors import (
     ActionDenied,
-    ApprovalTimeout,
     GuardError,
     InvalidState,
     ToolInputError,
     UnexpectedActionState,
 )
 
-if TYPE_CHECKING:
-    from client_sdk._client import AsyncGuardClient, GuardClient
-
+P = ParamSpec("P")
+R = TypeVar("R")
 
 logger = logging.getLogger("client_sdk")
 
@@ -54,7 +54,13 @@ RECEIPT_PARAMETER = "guard_receipt"
 
 
 class ToolSpec:
-    """A tool function and how it is guarded: its name, cost and approval timeout."""
+    """A tool function and how it is guarded: its name, cost and approval timeout.
+
+    This is the sync client's: it cannot await, so it refuses an async tool
+    (``AsyncToolSpec`` takes both).
+    """
+
+    accepts_async = False
 
     def __init__(
         self,
@@ -98,6 +104,11 @@ class ToolSpec:
             signature = signature.replace(parameters=kept)
         self.signature = signature
         self.is_async = inspect.iscoroutinefunction(fn)
+        if self.is_async and not self.accepts_async:
+            raise TypeError(
+                f"GuardClient.guarded wraps sync functions; {tool_name!r} is async: "
+                "use AsyncGuardClient"
+            )
 
     def receipt_kwargs(self, receipt: tuple[str, ...] | None) -> dict[str, Any]:
         """What the tool is called with besides the caller's arguments."""
@@ -119,6 +130,37 @@ class ToolSpec:
                     argument=name,
                 )
         return dict(bound.arguments)
+
+    def call(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], receipt: tuple[str, ...] | None
+    ) -> Any:
+        """Run the tool as its caller called it, plus the receipt if it takes one."""
+        return self.fn(*args, **kwargs, **self.receipt_kwargs(receipt))
+
+
+class AsyncToolSpec(ToolSpec):
+    """The async client's ``ToolSpec``: a sync tool, or an async one it awaits."""
+
+    accepts_async = True
+
+    async def acall(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], receipt: tuple[str, ...] | None
+    ) -> Any:
+        result = self.call(args, kwargs, receipt)
+        if self.is_async:
+            result = await cast(Awaitable[Any], result)
+        return result
+
+
+class AsyncGuardDecorator(Protocol):
+    """What ``AsyncGuardClient.guarded(name=...)`` returns: sync or async tool in,
+    coroutine function out."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Awaitable[R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
 
 def ready(decision: Decision) -> str | None:
@@ -151,15 +193,15 @@ def failure_detail(exc: BaseException) -> str:
     return f"{type(exc).__qualname__}: {exc}"[:MAX_DETAIL]
 
 
-def _deadline(spec: ToolSpec) -> float | None:
+def deadline(spec: ToolSpec) -> float | None:
     return None if spec.approval_timeout is None else time.monotonic() + spec.approval_timeout
 
 
-def _log_lost_report(action_id: str, error: GuardError) -> None:
+def log_lost_report(action_id: str, error: GuardError) -> None:
     logger.warning("could not report the failure of action %s: %s", action_id, error)
 
 
-def _log_lost_cancel(action_id: str, error: GuardError) -> None:
+def log_lost_cancel(action_id: str, error: GuardError) -> None:
     if isinstance(error, InvalidState):
         # Decided in the meantime (approved as the wait ended, say): the tool
         # does not run all the same; the message says who decided what.
@@ -173,142 +215,14 @@ WHY_INTERRUPT = "guarded: the waiting call was interrupted"
 WHY_CANCELLED = "guarded: the waiting call was cancelled"
 
 
-# ---- sync ------------------------------------------------------------------
+def async_shield() -> anyio.CancelScope:
+    """Around the async flow's withdraw: the task may be the one being
+    cancelled, so the cancel runs shielded; bounded, so a service that does not
+    answer cannot hold the cancellation up for long."""
+    return anyio.move_on_after(WITHDRAW_WITHIN, shield=True)
 
 
-def wait_sync(
-    client: GuardClient, decision: Decision, spec: ToolSpec
-) -> tuple[str, tuple[str, ...] | None]:
-    """The allowed action's ID and its receipt; raises when it is not allowed."""
-    action_id = ready(decision)
-    if action_id is not None:
-        return action_id, decision.receipt
-    try:
-        return _poll_sync(client, decision, spec)
-    except ApprovalTimeout as exc:
-        if spec.keep_pending:
-            raise
-        _withdraw_sync(client, decision.action_id, WHY_TIMEOUT)
-        raise ApprovalTimeout(exc.action_id, exc.timeout, withdrawn=True) from None
-    except KeyboardInterrupt:
-        if not spec.keep_pending:
-            _withdraw_sync(client, decision.action_id, WHY_INTERRUPT)
-        raise
-
-
-def _poll_sync(
-    client: GuardClient, decision: Decision, spec: ToolSpec
-) -> tuple[str, tuple[str, ...] | None]:
-    deadline = _deadline(spec)
-    while True:
-        wait = poll_wait(deadline, time.monotonic())
-        if wait is None:
-            raise ApprovalTimeout(decision.action_id, cast(float, spec.approval_timeout))
-        action = client.get_action(decision.action_id, wait=wait)
-        if action.status != "pending_approval":
-            return settle(action), action.receipt
-
-
-def _withdraw_sync(client: GuardClient, action_id: str, why: str) -> None:
-    try:
-        client.cancel(action_id, why)
-    except GuardError as error:
-        _log_lost_cancel(action_id, error)
-
-
-def wrap_sync(client: GuardClient, spec: ToolSpec) -> Callable[..., Any]:
-    if spec.is_async:
-        raise TypeError(
-            f"GuardClient.guarded wraps sync functions; {spec.name!r} is async: "
-            "use AsyncGuardClient"
-        )
-
-    @functools.wraps(spec.fn)
-    def guarded_tool(*args: Any, **kwargs: Any) -> Any:
-        tool_input = spec.bind(args, kwargs)
-        decision = client.request_action(spec.name, tool_input, cost=spec.cost)
-        action_id, receipt = wait_sync(client, decision, spec)
-        try:
-            result = spec.fn(*args, **kwargs, **spec.receipt_kwargs(receipt))
-        except Exception as exc:
-            try:
-                client.report_outcome(action_id, "failure", failure_detail(exc))
-            except GuardError as error:
-                _log_lost_report(action_id, error)
-            raise
-        client.report_outcome(action_id, "success")
-        return result
-
-    return guarded_tool
-
-
-# ---- async -----------------------------------------------------------------
-
-
-async def wait_async(
-    client: AsyncGuardClient, decision: Decision, spec: ToolSpec
-) -> tuple[str, tuple[str, ...] | None]:
-    """The allowed action's ID and its receipt; raises when it is not allowed."""
-    action_id = ready(decision)
-    if action_id is not None:
-        return action_id, decision.receipt
-    try:
-        return await _poll_async(client, decision, spec)
-    except ApprovalTimeout as exc:
-        if spec.keep_pending:
-            raise
-        await _withdraw_async(client, decision.action_id, WHY_TIMEOUT)
-        raise ApprovalTimeout(exc.action_id, exc.timeout, withdrawn=True) from None
-    except anyio.get_cancelled_exc_class():
-        if not spec.keep_pending:
-            await _withdraw_async(client, decision.action_id, WHY_CANCELLED)
-        raise
-    except KeyboardInterrupt:
-        if not spec.keep_pending:
-            await _withdraw_async(client, decision.action_id, WHY_INTERRUPT)
-        raise
-
-
-async def _withdraw_async(client: AsyncGuardClient, action_id: str, why: str) -> None:
-    # Shielded: the task may be the one being cancelled; bounded, so a
-    # service that does not answer cannot hold the cancellation up for long.
-    with anyio.move_on_after(WITHDRAW_WITHIN, shield=True):
-        try:
-            await client.cancel(action_id, why)
-        except GuardError as error:
-            _log_lost_cancel(action_id, error)
-
-
-async def _poll_async(
-    client: AsyncGuardClient, decision: Decision, spec: ToolSpec
-) -> tuple[str, tuple[str, ...] | None]:
-    deadline = _deadline(spec)
-    while True:
-        wait = poll_wait(deadline, time.monotonic())
-        if wait is None:
-            raise ApprovalTimeout(decision.action_id, cast(float, spec.approval_timeout))
-        action = await client.get_action(decision.action_id, wait=wait)
-        if action.status != "pending_approval":
-            return settle(action), action.receipt
-
-
-def wrap_async(client: AsyncGuardClient, spec: ToolSpec) -> Callable[..., Coroutine[Any, Any, Any]]:
-    @functools.wraps(spec.fn)
-    async def guarded_tool(*args: Any, **kwargs: Any) -> Any:
-        tool_input = spec.bind(args, kwargs)
-        decision = await client.request_action(spec.name, tool_input, cost=spec.cost)
-        action_id, receipt = await wait_async(client, decision, spec)
-        try:
-            result = spec.fn(*args, **kwargs, **spec.receipt_kwargs(receipt))
-            if spec.is_async:
-                result = await cast(Awaitable[Any], result)
-        except Exception as exc:
-            try:
-                await client.report_outcome(action_id, "failure", failure_detail(exc))
-            except GuardError as error:
-                _log_lost_report(action_id, error)
-            raise
-        await client.report_outcome(action_id, "success")
-        return result
-
-    return guarded_tool
+def shield() -> contextlib.nullcontext[None]:
+    """The sync flow's ``async_shield``: a sync call is never cancelled part-way,
+    so there is nothing to shield."""
+    return contextlib.nullcontext()

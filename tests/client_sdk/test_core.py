@@ -147,7 +147,7 @@ def test_admin_requests_use_the_documented_methods_paths_and_bodies():
             {"approver": "alice", "reason": "no", "scar": "minor"},
         ),
         (
-            core.add_scar("bot", "severe", "leaked data", "act-1"),
+            core.add_scar("bot", "severe", "leaked data", "act-1", None),
             "POST",
             "/v1/agents/bot/scars",
             {"severity": "severe", "reason": "leaked data", "action_id": "act-1"},
@@ -171,7 +171,7 @@ def test_requests_that_must_not_be_repeated_are_not_resendable():
     assert not core.create_agent("bot", {}).resendable
     assert not core.approve("bot", "act-1", "alice").resendable
     assert not core.reject("bot", "act-1", "alice", "no").resendable
-    assert not core.add_scar("bot", "minor", "x").resendable
+    assert not core.add_scar("bot", "minor", "x", None, None).resendable
     assert not core.terminate("bot", "x", "alice").resendable
     assert core.list_agents().resendable
     assert core.agent("bot").report_outcome("act-1", "success").resendable
