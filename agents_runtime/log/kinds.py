@@ -27,7 +27,7 @@ Adding a record kind:
    table of commands. ``tests/agents_runtime/log/test_kinds.py`` fails until
    the section is there, and the OpenAPI document lists it by itself.
 5. If a command of its own writes it, teach ``audit/replay.py`` that command
-   (``command_of``), so ``audit replay`` can re-decide logs that hold it.
+   (``command_for``), so ``audit replay`` can re-decide logs that hold it.
 """
 
 from __future__ import annotations
