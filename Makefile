@@ -27,6 +27,8 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python .ci/import_cycles.py
 
 test: $(VENV)/.installed-dev chromium postgresql lint
 	$(BIN)/pytest
