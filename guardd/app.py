@@ -15,6 +15,7 @@ from quart.wrappers import BaseRequestWebsocket, Body
 
 import console
 from agents_runtime.core import commands as c
+from agents_runtime.core.vocabulary import ActionStatus
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.keys import KeyRing, agent_token
 from agents_runtime.log.readback import read_records, verify_committed
@@ -219,7 +220,7 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
         _, ref = agent(agent_id)
         wait = _wait_param(request.args.get("wait"))
         action = await ref.ask(c.GetAction(action_id))
-        if wait and action["status"] == "pending_approval":
+        if wait and action["status"] == ActionStatus.PENDING_APPROVAL:
             changed = await ref.ask(c.WatchAction(action_id))
             await asyncio.wait({changed}, timeout=wait)
             if not changed.done():

@@ -35,6 +35,7 @@ import attrs
 import httpx
 
 from agents_runtime.log import canonical
+from agents_runtime.log.kinds import Kind, table
 from agents_runtime.log.store import AgentLog, Committed
 from agents_runtime.runtime.registry import Registry, quarantine_message
 from guardd.jsonio import dumps
@@ -47,13 +48,17 @@ MAX_BACKOFF = 30.0
 FIRST_BACKOFF = 0.5
 POST_TIMEOUT = 10.0
 
-DECIDED = {
-    "action_allowed": "allowed",
-    "action_denied": "denied",  # an approval whose re-run checks failed
-    "action_rejected": "rejected",
-    "approval_expired": "expired",
-    "action_cancelled": "cancelled",
-}
+# The records that decide a held action, each with the webhook's word for it.
+DECIDED = table(
+    {
+        Kind.ACTION_ALLOWED: "allowed",
+        Kind.ACTION_DENIED: "denied",  # an approval whose re-run checks failed
+        Kind.ACTION_REJECTED: "rejected",
+        Kind.APPROVAL_EXPIRED: "expired",
+        Kind.ACTION_CANCELLED: "cancelled",
+    },
+    complete=False,
+)
 
 
 class WebhookConfigError(ValueError):
@@ -97,15 +102,15 @@ def event_for(
     kind = record["kind"]
     seq = record["seq"]
     base: dict[str, Any] = {"agent_id": agent_id, "seq": seq, "ts": record["ts"]}
-    if kind == "approval_required":
+    if kind == Kind.APPROVAL_REQUIRED:
         data = base | {"action_id": record["action_id"], "cost": record["cost"]}
         if requested is not None:
             data |= {"tool": requested["tool"], "input": requested["input"]}
         return Event(f"evt_{agent_id}_{seq}", "approval.required", agent_id, seq, data)
     if kind in DECIDED:
-        if kind == "action_allowed" and "approved_by" not in record:
+        if kind == Kind.ACTION_ALLOWED and "approved_by" not in record:
             return None  # allowed at request time: nobody waited
-        if kind == "action_denied" and "by" not in record:
+        if kind == Kind.ACTION_DENIED and "by" not in record:
             return None
         data = base | {"action_id": record["action_id"], "decision": DECIDED[kind]}
         for key in ("approved_by", "by", "note", "reason", "cost", "timeout_secs"):
@@ -114,7 +119,7 @@ def event_for(
         if requested is not None:
             data["tool"] = requested["tool"]
         return Event(f"evt_{agent_id}_{seq}", "approval.decided", agent_id, seq, data)
-    if kind == "terminated":
+    if kind == Kind.TERMINATED:
         data = base | {"reason": record["reason"], "by": record["by"]}
         return Event(f"evt_{agent_id}_{seq}", "agent.terminated", agent_id, seq, data)
     return None
@@ -244,7 +249,7 @@ class Webhook:
         for line in lines:
             record = canonical.loads(line)
             seq = record["seq"]
-            if record["kind"] == "action_requested":
+            if record["kind"] == Kind.ACTION_REQUESTED:
                 self.requested[(agent_id, record["action_id"])] = record
             if seq <= position:
                 self.read_to[agent_id] = seq

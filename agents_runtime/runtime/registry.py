@@ -42,6 +42,7 @@ from agents_runtime.errors import (
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.log.keys import KeyRing, Signer
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
 from agents_runtime.log.store import AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
@@ -333,7 +334,7 @@ class Registry:
             lines = []
             for fields in (
                 genesis_fields(agent_id, signer.public_key_hex),
-                {"kind": "policy", "policy": policy_json(policy)},
+                {"kind": Kind.POLICY, "policy": policy_json(policy)},
             ):
                 sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
                 record = canonical.loads(sealed.line[:-1])
