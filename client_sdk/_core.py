@@ -26,6 +26,7 @@ from client_sdk._models import (
     AgentStatus,
     CreatedAgent,
     Decision,
+    DecisionKind,
     Head,
     LogPage,
     PendingAction,
@@ -295,10 +296,13 @@ def _opt_receipt(body: dict[str, Any]) -> tuple[str, ...] | None:
     return tuple(receipt)
 
 
+_DECISIONS = frozenset(DecisionKind)
+
+
 def parse_decision(body: Any) -> Decision:
     obj = _object(body)
     decision = _str(obj, "decision")
-    if decision not in ("allowed", "denied", "pending_approval"):
+    if decision not in _DECISIONS:
         raise InvalidResponse(f"unknown decision {decision!r}")
     return Decision(
         decision=decision,

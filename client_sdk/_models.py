@@ -9,9 +9,20 @@ they are the signed data itself, best read as the log format describes them.
 from __future__ import annotations
 
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 import attrs
+
+
+class DecisionKind(StrEnum):
+    """The words ``Decision.decision`` can be: the SDK's own list (it does
+    not import the server's), held equal to the OpenAPI document's by
+    ``tests/client_sdk/test_vocabulary.py``."""
+
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    PENDING_APPROVAL = "pending_approval"
 
 
 @attrs.frozen
@@ -34,15 +45,15 @@ class Decision:
 
     @property
     def allowed(self) -> bool:
-        return self.decision == "allowed"
+        return self.decision == DecisionKind.ALLOWED
 
     @property
     def denied(self) -> bool:
-        return self.decision == "denied"
+        return self.decision == DecisionKind.DENIED
 
     @property
     def pending(self) -> bool:
-        return self.decision == "pending_approval"
+        return self.decision == DecisionKind.PENDING_APPROVAL
 
 
 @attrs.frozen
