@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -69,12 +70,7 @@ def new_agent(admin: AdminClient) -> Callable[..., CreatedAgent]:
 @pytest.fixture
 def connect(server: GuardServer) -> Iterator[Callable[[CreatedAgent], GuardClient]]:
     """A function that opens an agent client on a created agent; all closed after the test."""
-    clients: list[GuardClient] = []
-
-    def connect(created: CreatedAgent) -> GuardClient:
-        clients.append(GuardClient(created.token, base_url=server.url, retry=FAST_RETRY))
-        return clients[-1]
-
-    yield connect
-    for client in clients:
-        client.close()
+    with contextlib.ExitStack() as opened:
+        yield lambda created: opened.enter_context(
+            GuardClient(created.token, base_url=server.url, retry=FAST_RETRY)
+        )

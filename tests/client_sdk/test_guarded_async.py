@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
@@ -26,15 +27,15 @@ from tests.support.server import GuardServer
 async def connect(
     server: GuardServer,
 ) -> AsyncIterator[Callable[[CreatedAgent], AsyncGuardClient]]:
-    clients: list[AsyncGuardClient] = []
+    """conftest's ``connect``, opening async clients."""
+    async with contextlib.AsyncExitStack() as opened:
 
-    def connect(created: CreatedAgent) -> AsyncGuardClient:
-        clients.append(AsyncGuardClient(created.token, base_url=server.url, retry=FAST_RETRY))
-        return clients[-1]
+        def connect(created: CreatedAgent) -> AsyncGuardClient:
+            client = AsyncGuardClient(created.token, base_url=server.url, retry=FAST_RETRY)
+            opened.push_async_callback(client.aclose)
+            return client
 
-    yield connect
-    for client in clients:
-        await client.aclose()
+        yield connect
 
 
 async def decide_when_pending(
