@@ -12,8 +12,7 @@ from typing import Any
 
 import attrs
 
-from agents_runtime.core.money import ZERO
-from agents_runtime.core.policy import ToolRule
+from agents_runtime.core.policy import charge_for
 from agents_runtime.core.state import AgentState
 from agents_runtime.core.vocabulary import Decision, ReasonCode, Severity
 
@@ -42,18 +41,6 @@ class Verdict:
     decision: str  # a Decision
     charge: Decimal
     reason: dict[str, Any] | None = None
-
-    @property
-    def scar(self) -> Severity | None:
-        return DENY_SCARS[self.reason["code"]] if self.reason is not None else None
-
-
-def charge_for(rule: ToolRule | None, requested_cost: Decimal | None) -> Decimal:
-    """The larger of the request's cost (default 0) and the rule's minimum."""
-    requested = requested_cost if requested_cost is not None else ZERO
-    if rule is None or requested >= rule.cost:
-        return requested
-    return rule.cost
 
 
 def decide(

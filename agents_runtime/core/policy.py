@@ -36,6 +36,14 @@ class ToolRule:
     approval_timeout_secs: PositiveNumber | None = None
 
 
+def charge_for(rule: ToolRule | None, requested_cost: Decimal | None) -> Decimal:
+    """The larger of the request's cost (default 0) and the rule's minimum."""
+    requested = requested_cost if requested_cost is not None else ZERO
+    if rule is None or requested >= rule.cost:
+        return requested
+    return rule.cost
+
+
 @attrs.frozen
 class RateLimit:
     max_actions: PositiveInt

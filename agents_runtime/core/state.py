@@ -17,7 +17,7 @@ import attrs
 
 from agents_runtime.core.grants import Grant, match_of
 from agents_runtime.core.money import ZERO
-from agents_runtime.core.policy import Policy, parse_policy
+from agents_runtime.core.policy import Policy, charge_for, parse_policy
 from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.recordstore import MemoryRecords, RecordStore
 
@@ -290,8 +290,6 @@ def _genesis(state: AgentState, r: dict[str, Any]) -> None:
 
 
 def _policy(state: AgentState, r: dict[str, Any]) -> None:
-    from agents_runtime.core.checks import charge_for  # checks imports this module
-
     spent = state.spent
     policy = state.policy = parse_policy(r["policy"])
     state.remaining = policy.budget - spent

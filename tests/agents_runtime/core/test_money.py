@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.checks import charge_for
 from agents_runtime.core.money import positive, to_money
-from agents_runtime.core.policy import ToolRule
+from agents_runtime.core.policy import ToolRule, charge_for
 from agents_runtime.log import canonical
 from tests.agents_runtime.support import D, policy, running_agent
 
