@@ -1,0 +1,22 @@
+"""The runtime: one actor per agent runs the core's behaviour on its state,
+seals the records, has them committed through a store and answers; the
+registry loads, creates, finds and stops the actors.
+
+May import: ``agents_runtime.core``, ``agents_runtime.log`` (logs only
+through ``log.store``'s protocols: never a path) and ``agents_runtime.errors``;
+never ``guardd`` (``make lint``).
+
+Public modules (``__all__``)::
+
+    registry   Registry: every agent's actor, loaded at start, created on demand
+    actor      the agent actor and AgentRef, the handle callers ask
+    replay     rebuilding an agent's state from its log: verify, then fold
+
+``mailbox`` (an actor's bounded mailbox) is the actor's own.
+
+Where to add: what happens around a command (sealing, committing, fencing
+after a failed write, timers) goes in ``actor``; what a command does goes in
+``agents_runtime.core``, not here.
+"""
+
+__all__ = ["actor", "registry", "replay"]
