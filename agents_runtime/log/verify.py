@@ -2,31 +2,33 @@
 checkpoint. Verify-or-raise: ``ChainVerifier.feed`` returns the parsed record
 or raises VerificationError carrying the first Failure.
 
+``ChainVerifier.feed_strict`` is the reference: the algorithm of
+docs/log-format.md ("Verification algorithm"), step by step, in its order.
+``feed`` first offers the line to the fast path of ``_fast_verify``, which
+takes the common line (a canonical record that extends the chain, signed by
+the key) in one pass and must give the reference's answer on every input
+(its docstring names the test that holds it to that); any other line goes
+to the reference.
+
 Failure reasons are short fixed phrases (docs/log-format.md lists them all).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import json.scanner
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
-import nacl.bindings
 import nacl.exceptions
 import nacl.signing
-import orjson
 
 from agents_runtime.errors import CanonicalError, VerificationError
-from agents_runtime.log import canonical
+from agents_runtime.log import _fast_verify, canonical
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import (
     FORMAT,
-    SIGNING_PREFIX,
     ZERO_HASH,
     Head,
     content_hash,
@@ -52,65 +54,8 @@ NO_POLICY_RECORD = "log has no policy record"
 CHECKPOINT_UNREADABLE = "checkpoint file is unreadable"
 AFTER_HEAD = "bytes after the committed head"
 
-_kind_genesis = Kind.GENESIS  # compared per record on the fast path
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
-
-
-# canonical.TRUSTED_DECODER, used only for lines then found byte-identical to
-# their canonical form, which a line with a duplicate key, an integer out of
-# range or a lone surrogate never is.
-_FAST_DECODER = canonical.TRUSTED_DECODER
-# The C scanner without decode()'s whitespace handling: a canonical line has none.
-# (typeshed declares make_scanner's argument wrongly: it takes the decoder)
-_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_FAST_DECODER)  # type: ignore[arg-type]
-_DUMPS_OPTS = canonical.DUMPS_OPTIONS
-
-
-def _canonical_record(line: bytes) -> dict[str, Any] | None:
-    """The record of a line that is already canonical JSON, parsed the fast
-    way; None for any other line, whose fault the strict path then names."""
-    if line.count(b"{") + line.count(b"[") > canonical.MAX_DEPTH:
-        return None
-    try:
-        record = _FAST_DECODER.decode(line.decode("utf-8"))
-        if type(record) is dict and canonical.dumps(record) == line:
-            return record
-    except (ValueError, RecursionError, CanonicalError):
-        pass
-    return None
-
-
-def _line_sha(line: bytes, digest: str, sig: str) -> Any:
-    """The SHA-256 (a hashlib object) of the record on a canonical line,
-    read off the line: the line without its top-level ``"hash"`` and
-    ``"sig"`` members is the hash input. With one ``"hash"`` key and one
-    ``"sig"`` key on the whole line, those are the top-level members; each is
-    its key, the value (``digest`` and ``sig`` as parsed: a digest that
-    needed escaping fails any comparison with a hexdigest) and ``",`` since
-    ``kind`` sorts after ``hash`` and ``ts`` after ``sig``. None when a key
-    is not unique or a member is not where it should be; the caller then
-    hashes the record (or takes the strict path)."""
-    if line.count(b'"hash":"') != 1 or line.count(b'"sig":"') != 1:
-        return None
-    hash_at = line.find(b'"hash":"')
-    hash_end = hash_at + 10 + len(digest)
-    sig_at = line.find(b'"sig":"', hash_end)
-    sig_end = sig_at + 9 + len(sig)
-    if sig_at < 0 or line[hash_end - 2 : hash_end] != b'",':
-        return None
-    if line[sig_end - 2 : sig_end] != b'",':
-        return None
-    sha = hashlib.sha256(line[:hash_at])
-    sha.update(line[hash_end:sig_at])
-    sha.update(line[sig_end:])
-    return sha
-
-
-def _line_hash(line: bytes, digest: str, sig: str) -> str | None:
-    """content_hash of the record on a canonical line (see _line_sha)."""
-    sha = _line_sha(line, digest, sig)
-    return None if sha is None else str(sha.hexdigest())
 
 
 @attrs.frozen
@@ -166,7 +111,7 @@ class ChainVerifier:
         signer: Signer | None = None,
     ) -> None:
         """``signer``, the holder of ``public_key``'s private key, lets the
-        common path check a signature by making it again (see _feed_chained)."""
+        fast path check a signature by making it again (see _fast_verify)."""
         self.trusted_key = public_key
         self._resign = (
             signer.sign if signer is not None and signer.public_key == public_key else None
@@ -190,97 +135,37 @@ class ChainVerifier:
         return VerificationError(Failure(self.count + 1, seq, reason))
 
     def feed(self, line: bytes) -> dict[str, Any]:
-        """Verify the next line (without its newline); return the record."""
-        record = self._feed_chained(line)
-        if record is not None:
-            return record
-        return self._feed_checked(line)
-
-    def _feed_chained(self, line: bytes) -> dict[str, Any] | None:
-        """The common case, checked with the fewest steps: an ASCII canonical
-        line that extends the chain (seq 2 on, no checkpoint at it) and is
-        signed by the key. It passes every check of ``_feed_checked`` or this
-        returns None, having changed nothing, and ``_feed_checked`` takes the
-        line from the start and names the first fault in its fixed order; so
-        the order of the checks here does not matter, only their sum."""
-        head = self.head
-        if head is None or line.count(b"{") + line.count(b"[") > canonical.MAX_DEPTH:
-            return None
-        try:
-            text = line.decode("ascii")
-            record, end = _scan(text, 0)
-            if end != len(text) or type(record) is not dict:
-                return None
-            # canonical.dumps, which for ASCII output is exactly this call
-            if orjson.dumps(record, default=canonical.number_fragment, option=_DUMPS_OPTS) != line:
-                return None
-            seq = record["seq"]
-            digest = record["hash"]
-            sig = record["sig"]
-            kind = record["kind"]
-            # prev equal to the head's verified hash is 64 hex, like it.
-            if (
-                type(seq) is not int
-                or seq != head.seq + 1
-                or record["prev"] != head.hash
-                or type(kind) is not str
-                or type(record["ts"]) is not str
-                or type(digest) is not str
-                or type(sig) is not str
-                or kind == _kind_genesis
-                or seq == 1
-            ):
-                return None
-            sha = _line_sha(line, digest, sig)
-            # A hexdigest is 64 lowercase hex, so digest is well formed too.
-            if sha is None or sha.hexdigest() != digest:
-                return None
-            signature = bytes.fromhex(sig)
-            if len(signature) != 64 or signature.hex() != sig:  # [0-9a-f]{128}
-                return None
-            checkpoint = self.checkpoint
-            if checkpoint is not None and seq == checkpoint.seq:
-                return None
-            key = self._key_bytes
-            if key is not None:
-                message = SIGNING_PREFIX + sha.digest()
-                # Ed25519 signing is deterministic: a signature byte-equal to
-                # the one the key's holder makes of this message is that
-                # signature, valid, at a third of a verify's cost. Any other
-                # goes to the verify (what VerifyKey.verify calls, without
-                # its layers), which alone decides.
-                resign = self._resign
-                if resign is None or resign(message) != signature:
-                    nacl.bindings.crypto_sign_open(signature + message, key)
-        except (
-            ValueError,  # not ASCII or not JSON (UnicodeDecodeError, JSONDecodeError)
-            StopIteration,  # the scanner found no value at 0
-            RecursionError,
-            KeyError,
-            orjson.JSONEncodeError,
-            nacl.exceptions.BadSignatureError,
-        ):
-            return None
-        self.head = Head(seq, digest)
+        """Verify the next line (without its newline); return the record.
+        The same verdict as ``feed_strict``, faster for the common line."""
+        checkpoint = self.checkpoint
+        record = _fast_verify.chained_record(
+            line,
+            self.head,
+            checkpoint.seq if checkpoint is not None else None,
+            self._key_bytes,
+            self._resign,
+        )
+        if record is None:
+            return self.feed_strict(line)
+        self.head = Head(record["seq"], record["hash"])
         self.count += 1
         return record
 
-    def _feed_checked(self, line: bytes) -> dict[str, Any]:
-        """Every check in its fixed order; the first fault raises."""
-        record = _canonical_record(line)
-        is_canonical = record is not None
-        if record is None:
-            try:
-                record = canonical.loads(line)
-            except CanonicalError:
-                raise self._fail(NOT_JSON, None) from None
-        if not isinstance(record, dict):
+    def feed_strict(self, line: bytes) -> dict[str, Any]:
+        """Verify the next line by the reference algorithm: every check of
+        docs/log-format.md in its order (the step numbers below are its);
+        the first fault raises."""
+        try:
+            record = canonical.loads(line)  # 1
+        except CanonicalError:
+            raise self._fail(NOT_JSON, None) from None
+        if not isinstance(record, dict):  # 2
             raise self._fail(MALFORMED, None)
         seq = record.get("seq")
         if type(seq) is not int or seq < 0:
             raise self._fail(MALFORMED, None)
         prev, digest, sig = record.get("prev"), record.get("hash"), record.get("sig")
-        if not (
+        if not (  # 3
             isinstance(record.get("kind"), str)
             and isinstance(record.get("ts"), str)
             and isinstance(prev, str)
@@ -291,17 +176,15 @@ class ChainVerifier:
             and _HEX128.fullmatch(sig)
         ):
             raise self._fail(MALFORMED, seq)
-        if not is_canonical:
-            try:
-                if canonical.dumps(record) != line:
-                    raise self._fail(NOT_CANONICAL, seq)
-            except CanonicalError:
-                raise self._fail(NOT_CANONICAL, seq) from None
-        computed = _line_hash(line, digest, sig) if is_canonical else None
-        if (computed or content_hash(record)) != digest:
+        try:  # 4
+            if canonical.dumps(record) != line:
+                raise self._fail(NOT_CANONICAL, seq)
+        except CanonicalError:
+            raise self._fail(NOT_CANONICAL, seq) from None
+        if content_hash(record) != digest:  # 5
             raise self._fail(HASH_MISMATCH, seq)
         head = self.head
-        if head is None:
+        if head is None:  # 6
             # An agent's own log (one whose log_id is expected) must be whole:
             # a file with its first lines cut off would otherwise pass as a slice.
             if seq != 0 and self.expected_log_id is not None:
@@ -314,22 +197,22 @@ class ChainVerifier:
                 raise self._fail(SEQ_ORDER, seq)
             if prev != head.hash:
                 raise self._fail(PREV_MISMATCH, seq)
-        if seq == 0:
+        if seq == 0:  # 7
             self._genesis(record)
         elif record["kind"] == Kind.GENESIS:
             raise self._fail(BAD_GENESIS, seq)
         elif seq == 1 and self.expected_log_id is not None and record["kind"] != Kind.POLICY:
             raise self._fail(NO_POLICY, seq)
-        if self._verify_key is not None:
+        if self._verify_key is not None:  # 8
             try:
                 self._verify_key.verify(signing_message(digest), bytes.fromhex(sig))
             except (nacl.exceptions.BadSignatureError, ValueError):
                 raise self._fail(BAD_SIGNATURE, seq) from None
-        if self.checkpoint is not None and seq == self.checkpoint.seq:
+        if self.checkpoint is not None and seq == self.checkpoint.seq:  # 9
             if digest != self.checkpoint.hash:
                 raise self._fail(CHECKPOINT_MISMATCH, seq)
             self.checkpoint_seen = True
-        self.head = Head(seq, digest)
+        self.head = Head(seq, digest)  # 10
         self.count += 1
         return record
 

@@ -3,13 +3,10 @@ fixed reason, at the right line."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import nacl.bindings
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -229,137 +226,6 @@ def test_a_wrong_public_key_fails(lines: list[bytes]) -> None:
     assert slice_failure.line == 1
 
 
-@PROPERTY
-@given(logs, st.data())
-def test_fast_path_reports_exactly_what_the_strict_path_reports(
-    lines: list[bytes], data: st.DataObject
-) -> None:
-    """The fast path for canonical lines changes speed, never a verdict."""
-    index = data.draw(st.integers(0, len(lines) - 1))
-    line = lines[index]
-    at = data.draw(st.integers(0, len(line) - 1))
-    new = data.draw(st.sampled_from(b' ,:{}[]"\\0123456789abcdef-.eE\x00\xff'))
-    changed = [*lines]
-    changed[index] = line[:at] + bytes([new]) + line[at + 1 :]
-    for options in ({"public_key": SIGNER.public_key}, {"log_id": LOG_ID}, {}):
-        fast = verify_lines(changed, **options)  # type: ignore[arg-type]
-        with strict_path_only():
-            strict = verify_lines(changed, **options)  # type: ignore[arg-type]
-        assert fast == strict
-
-
-@contextmanager
-def strict_path_only() -> Iterator[None]:
-    """Every line through ``_feed_checked`` with the strict parse."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(verify, "_canonical_record", lambda line: None)
-        patch.setattr(ChainVerifier, "_feed_chained", lambda self, line: None)
-        yield
-
-
-@PROPERTY
-@given(long_logs, st.data())
-def test_the_chained_path_returns_what_the_strict_path_returns(
-    lines: list[bytes], data: st.DataObject
-) -> None:
-    """Records the short path accepts are the very records, heads and counts
-    of the strict path; a record re-signed after a change, or moved, is
-    refused by both alike."""
-    index = data.draw(st.integers(2, len(lines) - 1))
-    parsed = canonical.loads(lines[index])
-    how = data.draw(st.sampled_from(["forged", "resealed", "swapped", "unsigned", "as is"]))
-    changed = [*lines]
-    if how == "forged":
-        changed[index] = _resealed(lines[index], ATTACKER, note="changed")
-    elif how == "resealed":  # signed by the key, but the next prev no longer matches
-        changed[index] = _resealed(lines[index], note="changed")
-    elif how == "swapped":
-        changed[index], changed[index - 1] = lines[index - 1], lines[index]
-    elif how == "unsigned":
-        changed[index] = lines[index].replace(parsed["sig"].encode(), b"0" * 128)
-    for options in (
-        {"public_key": SIGNER.public_key, "log_id": LOG_ID},
-        {"public_key": SIGNER.public_key, "log_id": LOG_ID, "signer": SIGNER},
-        {},
-    ):
-        fast_verifier = ChainVerifier(**options)  # type: ignore[arg-type]
-        fast = [_fed(fast_verifier, line) for line in changed]
-        with strict_path_only():
-            strict_verifier = ChainVerifier(**options)  # type: ignore[arg-type]
-            strict = [_fed(strict_verifier, line) for line in changed]
-        assert fast == strict
-        assert fast_verifier.report(None) == strict_verifier.report(None)
-
-
-def _fed(verifier: ChainVerifier, line: bytes) -> Any:
-    try:
-        return verifier.feed(line)
-    except VerificationError as exc:
-        return exc.failure
-
-
-def test_lines_after_the_policy_take_the_chained_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The speed of startup rests on it: only genesis and policy are checked
-    step by step in a sound log."""
-    lines = build_log(
-        [{"kind": "policy"}, *({"kind": "scar", "cost": Decimal("0.5")} for _ in range(5))]
-    )
-    checked: list[bytes] = []
-    feed_checked = ChainVerifier._feed_checked
-
-    def counting(self: ChainVerifier, line: bytes) -> dict[str, Any]:
-        checked.append(line)
-        return feed_checked(self, line)
-
-    monkeypatch.setattr(ChainVerifier, "_feed_checked", counting)
-    assert verify_lines(lines, public_key=SIGNER.public_key, log_id=LOG_ID).ok
-    assert checked == lines[:2]
-
-
-class _SignerOfOtherBytes(Signer):
-    """The key's holder as seen through a signing that gives other bytes
-    than the signature in the file (Ed25519 allows no second valid
-    signature to make one for real)."""
-
-    def sign(self, message: bytes) -> bytes:
-        return bytes(64)
-
-
-def test_with_the_signer_signatures_are_checked_by_signing_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Only genesis and policy go to a verify; every later signature is
-    found byte-equal to the one the key's holder makes."""
-    lines = build_log([{"kind": "policy"}, *({"kind": "scar"} for _ in range(5))])
-    opened: list[bytes] = []
-    crypto_sign_open = nacl.bindings.crypto_sign_open
-
-    def counting(signed: bytes, key: bytes) -> bytes:
-        opened.append(signed)
-        return crypto_sign_open(signed, key)
-
-    monkeypatch.setattr(nacl.bindings, "crypto_sign_open", counting)
-    report = verify_lines(lines, public_key=SIGNER.public_key, log_id=LOG_ID)
-    assert report.ok
-    assert len(opened) == len(lines) == 7
-    opened.clear()
-    verifier = ChainVerifier(public_key=SIGNER.public_key, log_id=LOG_ID, signer=SIGNER)
-    for line in lines:
-        verifier.feed(line)
-    assert len(opened) == 2  # genesis and policy, on the strict path
-
-
-def test_a_signature_other_than_the_signers_own_is_left_to_the_verify() -> None:
-    lines = build_log([{"kind": "policy"}, *({"kind": "scar"} for _ in range(5))])
-    other = _SignerOfOtherBytes(bytes(range(32)))  # SIGNER's seed
-    verifier = ChainVerifier(public_key=SIGNER.public_key, log_id=LOG_ID, signer=other)
-    assert [verifier.feed(line) for line in lines] == [canonical.loads(x) for x in lines]
-    forged = build_log([{"kind": "policy"}, {"kind": "scar"}], signer=ATTACKER)
-    # A signer of another key than the trusted one is not used at all.
-    verifier = ChainVerifier(public_key=ATTACKER.public_key, signer=SIGNER)
-    assert [verifier.feed(line) for line in forged] == [canonical.loads(x) for x in forged]
-
-
 # --- every fixed reason, by hand --------------------------------------------
 
 
@@ -491,23 +357,6 @@ def test_each_fault_gets_its_fixed_reason(
     lines: list[bytes], options: dict[str, Any] | None, expected: Failure
 ) -> None:
     assert verify_lines(lines, **(options or {})).failure == expected
-
-
-def test_a_repeated_hash_member_falls_back_to_hashing_the_record() -> None:
-    """A line whose "hash" member text also appears nested still gets the
-    right verdict: the hash is then computed from the record."""
-    line = BASE[3]
-    digest = canonical.loads(line)["hash"]
-    forged = _edited(line, action_id={"hash": digest, "x": 1})
-    assert verify._line_hash(forged, digest, canonical.loads(forged)["sig"]) is None
-    failure = verify_lines([*BASE[:3], forged]).failure
-    assert failure == Failure(4, 3, verify.HASH_MISMATCH)
-
-
-def test_line_hash_equals_content_hash_of_the_record() -> None:
-    for line in BASE:
-        parsed = canonical.loads(line)
-        assert verify._line_hash(line, parsed["hash"], parsed["sig"]) == record.content_hash(parsed)
 
 
 def test_feed_returns_the_record_with_exact_decimals() -> None:
