@@ -1,0 +1,334 @@
+"""PostgreSQL benchmark: guardd on PostgreSQL against a floor in the same run.
+
+The floor is the bare Quart app of the HTTP benchmark (guardd's Hypercorn
+settings and event loop) whose ``POST /v1/agents/<id>/actions`` handler
+writes the record lines guardd writes for an allowed ``decide`` (taken from
+a real guardd's log, ``bench/pg_support.py``) into the store's table with
+the store's driver (asyncpg, pooled), and answers a body of the size guardd
+answers. Commits are grouped as a store would: a handler puts its lines in a
+queue, and one writer task takes everything waiting, inserts it in one
+transaction (one statement over arrays), then wakes those handlers. With
+``--writers N``, N such writers share the queue: while one commits, the next
+takes what arrived meanwhile. No decisions, no signing, no state but a
+sequence counter. wrk drives it at c=64 with bench/wrk/guard.lua over 100
+agents; the server is a PostgreSQL of our own (fsync and synchronous_commit
+on), removed at the end.
+
+Modes:
+  floor   the floor alone (what runs today)
+  guardd  TODO, issue 16: decide through guardd on PostgreSQL, one node and
+          two nodes, rounds interleaved with the floor (see run_guardd)
+
+    python -m bench pg
+    python -m bench.pg_bench floor --duration 5 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from hypercorn.asyncio import serve
+from quart import Quart, request
+
+from bench.http_bench import (
+    N_AGENTS,
+    Round,
+    Server,
+    format_round,
+    free_port,
+    run_wrk,
+    write_wrk_data,
+)
+from bench.pg_support import LOG_TABLE, bench_database, decide_sample, reset_log_table
+from guardd.__main__ import hypercorn_config, run_event_loop
+
+CONCURRENCY = 64
+MODES = ("floor", "guardd")
+# One statement, so one transaction and one round trip, whatever the batch.
+INSERT_BATCH = (
+    f"insert into {LOG_TABLE} (agent_id, seq, line)"  # noqa: S608
+    " select * from unnest($1::text[], $2::bigint[], $3::bytea[])"
+)
+
+
+# -- the floor app ----------------------------------------------------------------
+
+
+class GroupCommit:
+    """Writer tasks (``run``, once per writer): everything waiting when a
+    writer is free goes into its next transaction."""
+
+    def __init__(self, pool: Any, lines: Sequence[bytes]) -> None:
+        self.pool = pool
+        self.lines = list(lines)
+        self.waiting: list[tuple[str, asyncio.Future[None]]] = []
+        self.wake = asyncio.Event()
+        self.next_seq = 0
+        self.commits = 0
+        self.rows = 0
+
+    async def append(self, agent_id: str) -> None:
+        """Return once this request's lines are committed."""
+        done = asyncio.get_running_loop().create_future()
+        self.waiting.append((agent_id, done))
+        self.wake.set()
+        await done
+
+    async def run(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            batch, self.waiting = self.waiting, []
+            if not batch:
+                continue
+            agent_ids: list[str] = []
+            seqs: list[int] = []
+            lines: list[bytes] = []
+            for agent_id, _ in batch:
+                for line in self.lines:
+                    agent_ids.append(agent_id)
+                    seqs.append(self.next_seq)
+                    lines.append(line)
+                    self.next_seq += 1
+            try:
+                async with self.pool.acquire() as conn:
+                    await conn.execute(INSERT_BATCH, agent_ids, seqs, lines)
+            except Exception as exc:  # every waiter learns it, the writer goes on
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            self.commits += 1
+            self.rows += len(lines)
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+
+def create_pg_floor_app(
+    dsn: str, lines: Sequence[bytes], answer_size: int, writers: int = 1
+) -> Quart:
+    import asyncpg
+
+    app = Quart("pg-floor", static_folder=None)
+    state: dict[str, Any] = {}
+    body: dict[str, Any] = {"ok": True, "pad": ""}
+    body["pad"] = "x" * max(0, answer_size - len(app.json.dumps(body)) - 1)
+
+    @app.before_serving
+    async def open_pool() -> None:
+        state["pool"] = await asyncpg.create_pool(dsn, min_size=writers, max_size=writers)
+        state["group"] = GroupCommit(state["pool"], lines)
+        loop = asyncio.get_running_loop()
+        state["writers"] = [loop.create_task(state["group"].run()) for _ in range(writers)]
+
+    @app.after_serving
+    async def close_pool() -> None:
+        for writer in state["writers"]:
+            writer.cancel()
+        await state["pool"].close()
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"ok": True}
+
+    @app.get("/_stats")
+    async def stats() -> dict[str, Any]:
+        group: GroupCommit = state["group"]
+        return {"commits": group.commits, "rows": group.rows}
+
+    @app.post("/v1/agents/<agent_id>/actions")
+    async def request_action(agent_id: str) -> dict[str, Any]:
+        await request.get_json()
+        await state["group"].append(agent_id)
+        return body
+
+    return app
+
+
+async def _serve(
+    port: int, dsn: str, lines: Sequence[bytes], answer_size: int, writers: int
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    app = create_pg_floor_app(dsn, lines, answer_size, writers)
+    await serve(app, hypercorn_config("127.0.0.1", port), shutdown_trigger=stop.wait)
+
+
+def serve_floor(port: int, dsn: str, lines_file: Path, answer_size: int, writers: int) -> int:
+    lines = lines_file.read_bytes().splitlines()
+    run_event_loop(_serve(port, dsn, lines, answer_size, writers))
+    return 0
+
+
+# -- the benchmark ------------------------------------------------------------------
+
+
+def floor_server(
+    work_dir: Path, dsn: str, lines: Sequence[bytes], answer_size: int, writers: int = 1
+) -> Server:
+    lines_file = work_dir / "record-lines"
+    lines_file.write_bytes(b"".join(line + b"\n" for line in lines))
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.pg_bench",
+        "--serve-floor",
+        "--port",
+        str(port),
+        "--dsn",
+        dsn,
+        "--lines",
+        str(lines_file),
+        "--answer-size",
+        str(answer_size),
+        "--writers",
+        str(writers),
+    ]
+    return Server("floor", argv, port, work_dir / f"pg-floor-{port}.out")
+
+
+def floor_stats(server: Server) -> dict[str, int]:
+    response = httpx.get(f"{server.url}/_stats", timeout=30.0)
+    response.raise_for_status()
+    return {key: int(value) for key, value in response.json().items()}
+
+
+def run_floor(duration: float, rounds: int, warmup: float, writers: int = 1) -> dict[str, Any]:
+    lines, answer_size = decide_sample()
+    print(
+        f"pg_bench floor: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f};"
+        f" decide c={CONCURRENCY}, {duration:g} s rounds x {rounds}, {writers} writer(s);"
+        f" record lines of {', '.join(str(len(x)) for x in lines)} bytes, answer {answer_size}"
+    )
+    agents = [(f"bench-agent-{i:03d}", "unused") for i in range(N_AGENTS)]
+    measured: list[tuple[Round, int, int]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="guard-pg-bench-") as tmp,
+        bench_database() as (
+            pg,
+            dsn,
+        ),
+    ):
+        work_dir = Path(tmp)
+        data_file = work_dir / "wrk-floor.lua"
+        write_wrk_data(data_file, "decide", agents)  # the floor reads no token
+        floor = floor_server(work_dir, dsn, lines, answer_size, writers)
+        floor.start(timeout=60.0)
+        try:
+            if warmup > 0:
+                run_wrk(floor, "decide", 16, warmup, data_file)
+            for _ in range(rounds):
+                reset_log_table(pg)
+                before = floor_stats(floor)
+                result = run_wrk(floor, "decide", CONCURRENCY, duration, data_file)
+                after = floor_stats(floor)
+                commits = after["commits"] - before["commits"]
+                rows = after["rows"] - before["rows"]
+                measured.append((result, commits, rows))
+                print(
+                    f"{format_round(result)}\n"
+                    f"         {commits / duration:.0f} commits/s, {rows / duration:.0f} rows/s,"
+                    f" {result.requests / max(1, commits):.1f} requests per commit"
+                )
+        finally:
+            floor.stop()
+    rps = statistics.median(r.rps for r, _, _ in measured)
+    p99 = statistics.median(r.p99_us for r, _, _ in measured) / 1000
+    commits_s = statistics.median(c / duration for _, c, _ in measured)
+    per_commit = statistics.median(r.requests / max(1, c) for r, c, _ in measured)
+    errors = sum(r.error_count for r, _, _ in measured)
+    return {
+        "round_seconds": duration,
+        "rounds": rounds,
+        "writers": writers,
+        f"floor_decide_c{CONCURRENCY}": (
+            f"{rps:.0f} req/s, p99 {p99:.2f} ms; {commits_s:.0f} commits/s,"
+            f" {per_commit:.1f} requests per commit"
+        ),
+        "errors": errors,
+        "pass": None if errors == 0 else False,
+    }
+
+
+def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
+    """TODO(issue 16), once guardd has ``--store postgresql://...``:
+
+    - one PostgreSQL (bench_database), a fresh database per node setup;
+    - one guardd node, then two nodes on the same database with the same
+      ``keys/`` copied into each data dir, 100 agents created through one;
+    - decide at c=64 through guardd, floor rounds interleaved ABBA in the
+      same run (run_floor's server, same lines and driver);
+    - two nodes: wrk spread over both, once with agent-affinity routing
+      (each agent always to the same node) and once without; print each
+      figure and the conflict rate (retried batches / batches) from guardd's
+      metrics;
+    - target: one node >= 0.6x the floor ("pass").
+    """
+    raise NotImplementedError("pg_bench guardd: guardd has no PostgreSQL store yet (issue 16)")
+
+
+def _env_number(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; ``argv`` None means the defaults and BENCH_* variables."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.pg_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("mode", nargs="?", default="floor", choices=MODES)
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=_env_number("BENCH_DURATION", 10),
+        help="seconds per wrk round (env BENCH_DURATION, default 10)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=int(_env_number("BENCH_ROUNDS", 2)),
+        help="rounds (env BENCH_ROUNDS, default 2)",
+    )
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up")
+    parser.add_argument(
+        "--writers", type=int, default=1, help="floor: commits in flight at once (default 1)"
+    )
+    # The floor server's own process, started by the benchmark.
+    parser.add_argument("--serve-floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--dsn", help=argparse.SUPPRESS)
+    parser.add_argument("--lines", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--answer-size", type=int, default=96, help=argparse.SUPPRESS)
+    args = parser.parse_args([] if argv is None else argv)
+    if args.serve_floor:
+        if not (args.port and args.dsn and args.lines):
+            parser.error("--serve-floor needs --port, --dsn and --lines")
+        sys.exit(serve_floor(args.port, args.dsn, args.lines, args.answer_size, args.writers))
+    if args.mode == "guardd":
+        try:
+            return run_guardd(args.duration, args.rounds, args.warmup)
+        except NotImplementedError as exc:
+            parser.exit(2, f"{exc}\n")
+    if args.writers < 1:
+        parser.error("--writers must be at least 1")
+    return run_floor(args.duration, args.rounds, args.warmup, args.writers)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main(sys.argv[1:]).get("pass") is not False else 1)
