@@ -14,14 +14,11 @@ writing, so there is no moment at which a secret is readable by others.
 from __future__ import annotations
 
 import base64
-import ctypes
 import hashlib
 import hmac
-import importlib.util
 import os
 import secrets
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -30,56 +27,19 @@ import nacl.exceptions
 import nacl.signing
 
 from agents_runtime.errors import KeyFileError
+from agents_runtime.log import _sodium_signer
 
 TOKEN_PREFIX = "agt_"  # noqa: S105 - a prefix, not a secret
 TOKEN_CONTEXT = b"agent-token/v1:"
 
 
-def _pynacl_sign(message: bytes, secret: bytes) -> bytes:
-    # What SigningKey.sign calls, without building a SignedMessage.
+def pynacl_sign(message: bytes, secret: bytes) -> bytes:
+    """The reference signing: what SigningKey.sign calls, without building a
+    SignedMessage. ``_sodium_signer`` makes the same bytes keeping the GIL."""
     return nacl.bindings.crypto_sign(message, secret)[:64]
 
 
-def _gil_holding_sign() -> Callable[[bytes, bytes], bytes] | None:
-    """libsodium's ``crypto_sign_detached`` called through ctypes, which
-    keeps the GIL for the call.
-
-    PyNaCl's cffi bindings let the GIL go for every call. While guardd is
-    busy the commit thread takes it then, and the event loop waits to get
-    it back: py-spy put about 85 us a request in two signatures of about
-    16 us each (bench/http_bench.py, decide at c=64: 1,103 and 1,128 req/s
-    signing through PyNaCl, 1,237 and 1,305 this way, same runs). The
-    library is the libsodium PyNaCl carries (its extension module holds or
-    links it). None, and PyNaCl signs, when it cannot be found or does not
-    give PyNaCl's bytes for a known key and message."""
-    spec = importlib.util.find_spec("nacl._sodium")  # PyNaCl's compiled module
-    if spec is None or spec.origin is None:
-        return None
-    try:
-        function = ctypes.PyDLL(spec.origin).crypto_sign_detached
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [
-        ctypes.c_char_p,  # signature out, 64 bytes
-        ctypes.c_void_p,  # its length out: NULL
-        ctypes.c_char_p,  # message
-        ctypes.c_ulonglong,  # its length
-        ctypes.c_char_p,  # secret key, 64 bytes
-    ]
-    function.restype = ctypes.c_int
-
-    def sign(message: bytes, secret: bytes) -> bytes:
-        signature = ctypes.create_string_buffer(64)
-        if function(signature, None, message, len(message), secret) != 0:
-            return _pynacl_sign(message, secret)
-        return signature.raw
-
-    _, secret = nacl.bindings.crypto_sign_seed_keypair(bytes(range(32)))
-    probe = b"guard-log/1 signing self-check"
-    return sign if sign(probe, secret) == _pynacl_sign(probe, secret) else None
-
-
-_sign = _gil_holding_sign() or _pynacl_sign
+_sign = _sodium_signer.gil_holding_sign(pynacl_sign) or pynacl_sign
 
 
 class Signer:

@@ -11,10 +11,7 @@ import re
 import stat
 from pathlib import Path
 
-import nacl.signing
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from agents_runtime.errors import KeyFileError
 from agents_runtime.log import keys
@@ -244,17 +241,3 @@ def test_key_files_appear_whole_and_leave_no_temporary_file(tmp_path: Path) -> N
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["admin.token", "audit.key", "audit.pub", "token.key"]
     assert len((tmp_path / "token.key").read_bytes()) == 32
-
-
-def test_signing_goes_straight_to_libsodium_holding_the_gil() -> None:
-    """Where PyNaCl's libsodium can be loaded (every platform we ship to),
-    signatures are made through ctypes, which keeps the GIL."""
-    assert keys._sign is not keys._pynacl_sign
-
-
-@given(st.binary(min_size=32, max_size=32), st.binary(max_size=300))
-def test_signatures_are_the_bytes_pynacl_makes(seed: bytes, message: bytes) -> None:
-    signer = Signer(seed)
-    expected = nacl.signing.SigningKey(seed).sign(message).signature
-    assert signer.sign(message) == expected
-    assert signer.public_key == bytes(nacl.signing.SigningKey(seed).verify_key)
