@@ -1,0 +1,85 @@
+"""The PostgreSQL store's schema against a real server: created once, safely
+when two nodes start at once, a no-op afterwards, refused when newer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from agents_runtime.log.postgres_schema import (
+    META_SCHEMA_VERSION,
+    SCHEMA_LOCK_KEY,
+    SCHEMA_VERSION,
+    SchemaError,
+    ensure_schema,
+    schema_version,
+)
+
+
+@pytest.fixture
+async def conn(postgres_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(postgres_dsn)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+async def tables(conn: asyncpg.Connection) -> list[str]:
+    rows = await conn.fetch(
+        "select tablename from pg_tables where schemaname = 'public' order by tablename"
+    )
+    return [row["tablename"] for row in rows]
+
+
+async def test_an_empty_database_gets_the_schema(conn: asyncpg.Connection) -> None:
+    assert await schema_version(conn) == 0
+    result = await ensure_schema(conn)
+    assert (result.found, result.version, result.changed) == (0, SCHEMA_VERSION, True)
+    assert await tables(conn) == ["guard_agents", "guard_logs", "guard_meta"]
+    assert await conn.fetchval(
+        "select value from guard_meta where key = $1", META_SCHEMA_VERSION
+    ) == str(SCHEMA_VERSION)
+    await conn.execute("insert into guard_logs values ('a', 0, $1)", b"{}")
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await conn.execute("insert into guard_logs values ('a', 0, $1)", b"{}")
+
+
+async def test_two_nodes_starting_at_once(postgres_dsn: str, conn: asyncpg.Connection) -> None:
+    # Both calls are made to wait on the lock first, so they truly contend for it.
+    await conn.execute("select pg_advisory_lock($1)", SCHEMA_LOCK_KEY)
+    nodes = [await asyncpg.connect(postgres_dsn) for _ in range(2)]
+    try:
+        calls = [asyncio.ensure_future(ensure_schema(node)) for node in nodes]
+        await asyncio.sleep(0.3)
+        assert not any(call.done() for call in calls)
+        await conn.execute("select pg_advisory_unlock($1)", SCHEMA_LOCK_KEY)
+        results = await asyncio.wait_for(asyncio.gather(*calls), timeout=30)
+    finally:
+        for node in nodes:
+            await node.close()
+    assert sorted(r.found for r in results) == [0, SCHEMA_VERSION]
+    assert await tables(conn) == ["guard_agents", "guard_logs", "guard_meta"]
+
+
+async def test_a_second_run_changes_nothing(conn: asyncpg.Connection) -> None:
+    await ensure_schema(conn)
+    await conn.execute("insert into guard_logs values ('a', 0, $1)", b"line")
+    result = await ensure_schema(conn)
+    assert (result.found, result.changed) == (SCHEMA_VERSION, False)
+    assert await conn.fetchval("select line from guard_logs") == b"line"
+
+
+async def test_a_newer_schema_is_refused(conn: asyncpg.Connection) -> None:
+    await ensure_schema(conn)
+    await conn.execute(
+        "update guard_meta set value = $1 where key = $2",
+        str(SCHEMA_VERSION + 1),
+        META_SCHEMA_VERSION,
+    )
+    with pytest.raises(SchemaError, match="newer than this guardd"):
+        await ensure_schema(conn)
+    assert await schema_version(conn) == SCHEMA_VERSION + 1
