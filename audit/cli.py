@@ -23,7 +23,7 @@ from typing import NoReturn, TypeAlias
 
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointFileError, read_checkpoint_file
-from agents_runtime.log.files.datadir import valid_agent_id
+from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.verify import Checkpoint
 from audit.errors import AuditError, UnknownFormat, UsageError
 from audit.replay import replay_records, replay_text

@@ -28,7 +28,8 @@ import attrs
 
 from agents_runtime.errors import CanonicalError
 from agents_runtime.log import canonical
-from agents_runtime.log.files.datadir import LOG_SUFFIX, valid_agent_id
+from agents_runtime.log.files.datadir import LOG_SUFFIX
+from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.store import split_log
 from audit.errors import UnknownFormat, UnreadableFile
 

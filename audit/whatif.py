@@ -47,7 +47,7 @@ from agents_runtime.core.state import AgentState, action_number, action_status, 
 from agents_runtime.core.vocabulary import ActionStatus, Decision, ReasonCode
 from agents_runtime.errors import AgentError, CanonicalError, PolicyError
 from agents_runtime.log import canonical
-from agents_runtime.log.files.datadir import valid_agent_id
+from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import ZERO_HASH, Head
 from audit.errors import UnknownFormat, UnreadableFile, UsageError

@@ -149,7 +149,7 @@ def _plain_str(value: Any, _: Any) -> str:
 
 
 def _agent_id(value: Any, _: Any) -> str:
-    from agents_runtime.log.files.datadir import valid_agent_id
+    from agents_runtime.log.ids import valid_agent_id
 
     if not isinstance(value, str) or not valid_agent_id(value):
         raise ValueError("agent_id must be 1 to 64 characters from A-Z a-z 0-9 _ -")

@@ -26,10 +26,6 @@ def _run(*command: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: log.checkpoint imports log.files.datadir (valid_agent_id), below its layer",
-)
 def test_the_layer_contracts_are_kept() -> None:
     result = _run(BIN / "lint-imports", "--no-cache")
     assert result.returncode == 0, result.stdout + result.stderr

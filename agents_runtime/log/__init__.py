@@ -10,6 +10,7 @@ Public modules (``__all__``)::
 
     canonical     RFC 8785 canonical JSON with exact decimals
     kinds         Kind: the one list of record kinds (adding one: its docstring)
+    ids           the syntax of an agent's ID, which names its log
     record        the record: fields, hash, signature, the chain, Head
     keys          signing keys, key files, agent tokens
     verify        verification of a log: chain, signatures, genesis, checkpoint
@@ -34,6 +35,7 @@ __all__ = [
     "checkpoint",
     "files",
     "keys",
+    "ids",
     "kinds",
     "readback",
     "record",

@@ -13,22 +13,17 @@ followed or loaded.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import attrs
 
 from agents_runtime.log.files.logfile import TMP_SUFFIX, TORN_SUFFIX
+from agents_runtime.log.ids import AGENT_ID, valid_agent_id  # AGENT_ID: until openapi takes it from ids
 from agents_runtime.log.keys import KeyRing, create_keys, fsync_dir, load_keys
 from agents_runtime.log.store import Scan
 
-AGENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOG_SUFFIX = ".jsonl"
 CHECKPOINTS = "checkpoints"
-
-
-def valid_agent_id(agent_id: str) -> bool:
-    return AGENT_ID.fullmatch(agent_id) is not None
 
 
 def _odd(entry: os.DirEntry[str]) -> str | None:

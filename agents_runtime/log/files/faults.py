@@ -46,8 +46,8 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from agents_runtime.log.files.datadir import valid_agent_id
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO
+from agents_runtime.log.ids import valid_agent_id
 
 log = logging.getLogger("agents_runtime.log.files.faults")
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agents_runtime.errors import KeyFileError
-from agents_runtime.log.files.datadir import DataDir, valid_agent_id
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.ids import valid_agent_id
 
 
 def mode(path: Path) -> int:
