@@ -8,7 +8,7 @@ The tree::
     ├── ApiForbidden              403 forbidden
     └── ApiNotFound               404 not_found
 
-    guardd.jsonio.BodyError       400 bad_request (a request body that cannot be read as strict JSON)
+    guardd.jsonio.BodyError       400 bad_request (a body that cannot be read as strict JSON)
 
 agents_runtime errors (AgentError subclasses) carry their own code; werkzeug's
 HTTP exceptions (unknown path, wrong method, body too large) and anything
