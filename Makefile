@@ -29,6 +29,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python .ci/import_cycles.py
+	$(BIN)/python sdk/unasync.py --check
 
 test: $(VENV)/.installed-dev chromium postgresql lint
 	$(BIN)/pytest
