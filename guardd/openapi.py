@@ -25,12 +25,12 @@ from agents_runtime.core.vocabulary import (
     Severity,
 )
 from agents_runtime.log.canonical import MAX_DEPTH, MAX_SAFE_INT
-from agents_runtime.log.files.datadir import AGENT_ID
+from agents_runtime.log.ids import AGENT_ID
 from agents_runtime.log.kinds import Kind
-from guardd.app import LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX, MAX_IDEMPOTENCY_KEY, MAX_WAIT
 from guardd.bodies import MAX_NAME, MAX_TEXT
 from guardd.errors import STATUS
 from guardd.jsonio import MAX_BODY
+from guardd.routes.common import LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX, MAX_IDEMPOTENCY_KEY, MAX_WAIT
 
 Schema = dict[str, Any]
 

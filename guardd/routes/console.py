@@ -1,0 +1,53 @@
+"""The operator console: its static files, under a strict CSP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quart import Response
+
+import console
+from guardd.errors import ApiNotFound
+from guardd.routes.common import Service, ServiceBlueprint
+
+CONSOLE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+CONSOLE_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+blueprint = ServiceBlueprint("console", __name__)
+
+
+@blueprint.get("/")
+async def console_index(service: Service) -> Response:
+    return console_file("index.html")
+
+
+@blueprint.get("/console/<name>")
+async def console_asset(service: Service, name: str) -> Response:
+    return console_file(name)
+
+
+def console_file(name: str) -> Response:
+    path = Path(console.STATIC_DIR, name)
+    content_type = CONSOLE_TYPES.get(path.suffix)
+    if content_type is None or "/" in name or name.startswith(".") or not _is_file(path):
+        raise ApiNotFound("no such path")
+    response = Response(path.read_bytes(), content_type=content_type)
+    response.headers["Content-Security-Policy"] = CONSOLE_CSP
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # e.g. ENAMETOOLONG: no file can have that name
+        return False
