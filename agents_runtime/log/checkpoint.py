@@ -24,8 +24,8 @@ from pathlib import Path
 
 import attrs
 
+from agents_runtime.log.fsutil import fsync_dir
 from agents_runtime.log.ids import valid_agent_id
-from agents_runtime.log.keys import fsync_dir
 from agents_runtime.log.record import Head
 from agents_runtime.log.verify import Checkpoint
 

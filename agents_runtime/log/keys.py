@@ -7,8 +7,8 @@ Key files live in ``<data-dir>/keys``:
 - ``token.key``: 32 random bytes, the secret agent tokens are derived from.
 - ``admin.token``: 32 random bytes as unpadded base64url text.
 
-Each is created with ``O_CREAT | O_EXCL`` and mode 0600, never chmod-ed after
-writing, so there is no moment at which a secret is readable by others.
+Each is created whole or not at all, with mode 0600 from the start, so
+there is no moment at which a secret is readable by others (``fsutil.create_new``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import secrets
 import stat
 from pathlib import Path
@@ -28,6 +27,7 @@ import nacl.signing
 
 from agents_runtime.errors import KeyFileError
 from agents_runtime.log import _sodium_signer
+from agents_runtime.log.fsutil import create_new
 
 TOKEN_PREFIX = "agt_"  # noqa: S105 - a prefix, not a secret
 TOKEN_CONTEXT = b"agent-token/v1:"
@@ -63,15 +63,6 @@ class Signer:
 
     def __repr__(self) -> str:
         return f"Signer(public_key={self.public_key_hex})"
-
-
-def check_signature(public_key: bytes, message: bytes, signature: bytes) -> bool:
-    """True when ``signature`` is ``public_key``'s signature of ``message``."""
-    try:
-        nacl.signing.VerifyKey(public_key).verify(message, signature)
-    except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError):
-        return False
-    return True
 
 
 def b64url(data: bytes) -> str:
@@ -120,27 +111,13 @@ class KeyRing:
 
 
 def _write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` holding ``data``, atomically: written in full and
-    fsynced under a temporary name, then linked into place (which fails if
-    the name exists). A crash leaves either no key or the whole key."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        create_new(path, data, tmp=path.with_name(f".{path.name}.tmp"))
     except OSError as exc:
+        if exc.errno is None or exc.filename is not None:
+            raise
         # os.write names no file; a full disk at first start must say which.
-        tmp.unlink(missing_ok=True)
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-    finally:
-        tmp.unlink()
 
 
 def _read_secret(path: Path) -> bytes:
@@ -166,14 +143,6 @@ def _hex_key(path: Path, data: bytes) -> bytes:
     return key
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def create_keys(keys_dir: Path) -> None:
     """Create every missing key file. Only called while no log exists."""
     keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -191,7 +160,6 @@ def create_keys(keys_dir: Path) -> None:
         _write_new(keys_dir / "token.key", secrets.token_bytes(32))
     if not (keys_dir / "admin.token").exists():
         _write_new(keys_dir / "admin.token", b64url(secrets.token_bytes(32)).encode() + b"\n")
-    fsync_dir(keys_dir)
 
 
 def load_keys(keys_dir: Path) -> KeyRing:

@@ -40,13 +40,9 @@ def verify_committed(
     checkpoint = Checkpoint(head.seq, head.hash) if head.seq >= 0 else None
     lines = log.read(committed).lines
     verifier = ChainVerifier(public_key=public_key, log_id=log.agent_id, checkpoint=checkpoint)
-    try:
-        for line in lines:
-            verifier.feed(line)
-        verifier.finish()
-    except VerificationError as exc:
-        return verifier.report(exc.failure)
-    report = verifier.report(None)
+    report = verifier.feed_all(lines)
+    if not report.ok:
+        return report
     failure = _after_head(log, committed, verifier, len(lines) + 1, fenced)
     if failure is None:
         return report

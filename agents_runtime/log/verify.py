@@ -251,6 +251,17 @@ class ChainVerifier:
             # policy and write records this verifier then rejects.
             raise VerificationError(Failure(2, 1, NO_POLICY_RECORD))
 
+    def feed_all(self, lines: Iterable[bytes]) -> Report:
+        """Feed every line (without its newline), then ``finish``: the
+        report, with the first failure if there is one."""
+        try:
+            for line in lines:
+                self.feed(line)
+            self.finish()
+        except VerificationError as exc:
+            return self.report(exc.failure)
+        return self.report(None)
+
     def report(self, failure: Failure | None) -> Report:
         signatures = self._verify_key is not None
         return Report(
@@ -276,10 +287,4 @@ def verify_lines(
 ) -> Report:
     """Verify whole lines (without newlines) and report the first failure."""
     verifier = ChainVerifier(public_key=public_key, log_id=log_id, checkpoint=checkpoint)
-    try:
-        for line in lines:
-            verifier.feed(line)
-        verifier.finish()
-    except VerificationError as exc:
-        return verifier.report(exc.failure)
-    return verifier.report(None)
+    return verifier.feed_all(lines)

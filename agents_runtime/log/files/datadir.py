@@ -18,11 +18,12 @@ from pathlib import Path
 import attrs
 
 from agents_runtime.log.files.logfile import TMP_SUFFIX, TORN_SUFFIX
+from agents_runtime.log.fsutil import fsync_dir
 
 # AGENT_ID is named here too until guardd.openapi takes it from log.ids.
 from agents_runtime.log.ids import AGENT_ID as AGENT_ID
 from agents_runtime.log.ids import valid_agent_id
-from agents_runtime.log.keys import KeyRing, create_keys, fsync_dir, load_keys
+from agents_runtime.log.keys import KeyRing, create_keys, load_keys
 from agents_runtime.log.store import Scan
 
 LOG_SUFFIX = ".jsonl"

@@ -21,7 +21,7 @@ from pathlib import Path
 from time import perf_counter
 
 from agents_runtime.errors import LogWriteError
-from agents_runtime.log.keys import fsync_dir
+from agents_runtime.log.fsutil import create_new, fsync_dir, write_all
 from agents_runtime.log.store import LogContents, split_log
 
 TMP_SUFFIX = ".tmp"
@@ -77,15 +77,6 @@ class FileIO:
 DEFAULT_IO = FileIO()
 
 
-def _write_all(io: FileIO, fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = io.write(fd, view)
-        if written <= 0:
-            raise OSError("write made no progress")
-        view = view[written:]
-
-
 class LogFile:
     """An open log, append-only. After a failed write or fsync it refuses
     every further append: the kernel may have dropped the pages, so retrying
@@ -103,27 +94,11 @@ class LogFile:
     def create(cls, path: Path, data: bytes, io: FileIO = DEFAULT_IO) -> LogFile:
         """Create ``path`` holding ``data`` durably; fails if it exists."""
         tmp = path.with_name(path.name + TMP_SUFFIX)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            _write_all(io, fd, data)
-            io.fsync(fd)
-        except OSError as exc:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise LogWriteError(f"cannot create {path.name}: {exc}") from exc
-        os.close(fd)
-        try:
-            # link() fails if the target exists, unlike rename(): never clobber a log.
-            os.link(tmp, path)
-            tmp.unlink()
-            fsync_dir(path.parent)
+            create_new(path, data, tmp=tmp, write=io.write, fsync=io.fsync)
         except FileExistsError:
-            tmp.unlink(missing_ok=True)
             raise
         except OSError as exc:
-            # Not durable, so not created: leave no log a restart would load.
-            path.unlink(missing_ok=True)
-            tmp.unlink(missing_ok=True)
             raise LogWriteError(f"cannot create {path.name}: {exc}") from exc
         return cls.open(path, io)
 
@@ -139,7 +114,7 @@ class LogFile:
         if self.failed is not None:
             raise LogWriteError(f"{self.path.name} refuses writes after an earlier failure")
         try:
-            _write_all(self._io, self._fd, data)
+            write_all(self._fd, data, self._io.write)
         except OSError as exc:
             raise self.fail(exc) from exc
 
@@ -157,7 +132,7 @@ class LogFile:
             raise LogWriteError(f"{self.path.name} refuses writes after an earlier failure")
         try:
             started = perf_counter()
-            _write_all(self._io, self._fd, data)
+            write_all(self._fd, data, self._io.write)
             written = perf_counter()
             self._io.fsync(self._fd)
             synced = perf_counter()
@@ -251,7 +226,7 @@ def move_torn_tail(path: Path, contents: LogContents) -> None:
         torn = path.with_name(path.name + TORN_SUFFIX)
         fd = os.open(torn, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
-            _write_all(DEFAULT_IO, fd, contents.torn_tail)
+            write_all(fd, contents.torn_tail)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -35,6 +35,7 @@ from tests.agents_runtime.log.test_verify import (
     LOG_ID,
     PROPERTY,
     SIGNER,
+    _resealed,
     build_log,
     head_of,
     logs,
@@ -131,15 +132,6 @@ def test_any_byte_changed(lines: list[bytes], data: st.DataObject) -> None:
     changed = [*lines]
     changed[index] = line[:at] + bytes([new]) + line[at + 1 :]
     assert_same_answers_everywhere(changed)
-
-
-def _resealed(line: bytes, signer: Signer = SIGNER, **changes: Any) -> bytes:
-    parsed = canonical.loads(line)
-    parsed.update(changes)
-    body = {k: v for k, v in parsed.items() if k not in ("hash", "sig")}
-    parsed["hash"] = record.content_hash(body)
-    parsed["sig"] = signer.sign(record.signing_message(parsed["hash"])).hex()
-    return canonical.dumps(parsed)
 
 
 @PROPERTY

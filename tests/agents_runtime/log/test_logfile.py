@@ -244,12 +244,12 @@ def test_open_appends_at_the_end_even_after_a_seek(tmp_path: Path) -> None:
 def test_create_whose_directory_fsync_fails_leaves_no_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agents_runtime.log.files import logfile
+    from agents_runtime.log import fsutil
 
     def failing_fsync_dir(path: Path) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(logfile, "fsync_dir", failing_fsync_dir)
+    monkeypatch.setattr(fsutil, "fsync_dir", failing_fsync_dir)
     path = tmp_path / "a.jsonl"
     with pytest.raises(LogWriteError):
         LogFile.create(path, b"{}\n")
