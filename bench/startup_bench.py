@@ -50,7 +50,8 @@ import orjson
 from agents_runtime.core import commands as c
 from agents_runtime.core.behaviour import HANDLERS
 from agents_runtime.core.policy import parse_policy, policy_json
-from agents_runtime.core.state import ALLOWED, AgentState, apply, parse_ts
+from agents_runtime.core.state import AgentState, apply, parse_ts
+from agents_runtime.core.vocabulary import Decision
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
@@ -101,7 +102,10 @@ class LogBuilder:
         self.now += self.rng.uniform(0.05, 4.0)
         self.ts = timestamp(datetime.fromtimestamp(self.now, UTC))
         reply = HANDLERS[type(command)](self.state, self.emit, command, parse_ts(self.ts))
-        if isinstance(command, c.RequestAction | c.Approve) and reply["decision"] == ALLOWED:
+        if (
+            isinstance(command, c.RequestAction | c.Approve)
+            and reply["decision"] == Decision.ALLOWED
+        ):
             self.open.append(reply["action_id"])
         return reply
 

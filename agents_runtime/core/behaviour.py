@@ -20,10 +20,6 @@ from agents_runtime.core.grants import Grant, drawable, grant_json
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import policy_json
 from agents_runtime.core.state import (
-    ALLOWED,
-    CANCELLED,
-    EXPIRED,
-    PENDING,
     Action,
     AgentState,
     action_json,
@@ -38,6 +34,14 @@ from agents_runtime.core.state import (
     requested_record,
     status_json,
 )
+from agents_runtime.core.vocabulary import (
+    ActionStatus,
+    Decision,
+    Outcome,
+    ReasonCode,
+    Severity,
+    TerminationReason,
+)
 from agents_runtime.errors import (
     AgentUnavailable,
     AlreadyTerminated,
@@ -48,12 +52,26 @@ from agents_runtime.errors import (
     UnknownAction,
 )
 from agents_runtime.log.canonical import dumps
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, timestamp_micros
 
 Emit = Callable[[dict[str, Any]], None]
 SYSTEM = "system"
 OPERATOR = "operator"
-OUTCOME_SCARS = {"success": None, "failure": "minor", "harmful": "severe"}
+OUTCOME_SCARS: dict[str, Severity | None] = {
+    Outcome.SUCCESS: None,
+    Outcome.FAILURE: Severity.MINOR,
+    Outcome.HARMFUL: Severity.SEVERE,
+}
+
+# Compared or written for every request: aliases spare the lookup of a member
+# on its enum class.
+_ALLOWED = Decision.ALLOWED
+_PENDING = Decision.PENDING_APPROVAL
+_REQUESTED = ActionStatus.REQUESTED
+_ACTION_REQUESTED = Kind.ACTION_REQUESTED
+_ACTION_ALLOWED = Kind.ACTION_ALLOWED
+_APPROVAL_REQUIRED = Kind.APPROVAL_REQUIRED
 
 
 def _action(state: AgentState, action_id: str) -> int:
@@ -72,7 +90,7 @@ def _pending(state: AgentState, action_id: str) -> Action:
         if held is not None and held.decided_at is not None:
             raise InvalidState(f"action {action_id} {_decided_how(held)}; it is no longer pending")
         status = action_status(state, n)
-        raise InvalidState(f"action {action_id} is {status}, not pending_approval")
+        raise InvalidState(f"action {action_id} is {status}, not {ActionStatus.PENDING_APPROVAL}")
     return action
 
 
@@ -84,12 +102,12 @@ def _decided_how(held: Action) -> str:
     if reason is None:
         return f"was approved by {held.approved_by} at {at}"
     code = reason.get("code")
-    if code == "rejected":
+    if code == ReasonCode.REJECTED:
         return f"was rejected by {reason['by']} at {at}: {reason['reason']}"
-    if code == CANCELLED:
+    if code == ReasonCode.CANCELLED:
         why = f": {reason['reason']}" if "reason" in reason else ""
         return f"was cancelled by {reason['by']} at {at}{why}"
-    if code == EXPIRED:
+    if code == ReasonCode.APPROVAL_EXPIRED:
         return f"expired at {at}, unapproved after {reason['timeout_secs']} seconds"
     return f"was denied ({code}) at {at} when {held.approved_by or 'an operator'} approved it"
 
@@ -102,26 +120,26 @@ def add_scar(
     action_id: str | None,
     by: str,
 ) -> None:
-    fields: dict[str, Any] = {"kind": "scar", "severity": severity, "reason": reason, "by": by}
+    fields: dict[str, Any] = {"kind": Kind.SCAR, "severity": severity, "reason": reason, "by": by}
     if action_id is not None:
         fields["action_id"] = action_id
     emit(fields)
-    _terminate_if_due(state, emit, fatal=severity == "fatal")
+    _terminate_if_due(state, emit, fatal=severity == Severity.FATAL)
 
 
 def _terminate_if_due(state: AgentState, emit: Emit, *, fatal: bool = False) -> None:
     if not state.alive or state.policy is None:
         return
     if fatal:
-        emit({"kind": "terminated", "reason": "fatal_scar", "by": SYSTEM})
+        emit({"kind": Kind.TERMINATED, "reason": TerminationReason.FATAL_SCAR, "by": SYSTEM})
     elif state.scar_score >= state.policy.scar_limit:
-        emit({"kind": "terminated", "reason": "scar_limit", "by": SYSTEM})
+        emit({"kind": Kind.TERMINATED, "reason": TerminationReason.SCAR_LIMIT, "by": SYSTEM})
 
 
 def _terminate_if_exhausted(state: AgentState, emit: Emit, charge: Decimal) -> None:
     # Only a positive charge that brings remaining to exactly 0 terminates.
     if state.remaining == ZERO and charge > ZERO and state.alive:
-        emit({"kind": "terminated", "reason": "budget_exhausted", "by": SYSTEM})
+        emit({"kind": Kind.TERMINATED, "reason": TerminationReason.BUDGET_EXHAUSTED, "by": SYSTEM})
 
 
 def _denial_scar(state: AgentState, emit: Emit, action_id: str, reason: dict[str, Any]) -> None:
@@ -153,9 +171,9 @@ def conclude(
     """Write the decision records for a verdict on the action whose
     action_requested record is ``request``; return the decision object.
     ``grant``: the grant an allowance draws on in place of an approval."""
-    if verdict.decision == ALLOWED:
+    if verdict.decision == _ALLOWED:
         fields: dict[str, Any] = {
-            "kind": "action_allowed",
+            "kind": _ACTION_ALLOWED,
             "action_id": action_id,
             "cost": verdict.charge,
             "remaining": state.remaining - verdict.charge,
@@ -172,7 +190,7 @@ def conclude(
             fields["grant_id"] = grant
         emit(fields)
         decision = {
-            "decision": ALLOWED,
+            "decision": _ALLOWED,
             "action_id": action_id,
             "cost": verdict.charge,
             "remaining": state.remaining,
@@ -182,16 +200,16 @@ def conclude(
             decision["grant_id"] = grant
         _terminate_if_exhausted(state, emit, verdict.charge)
         return decision
-    if verdict.decision == PENDING:
-        emit({"kind": "approval_required", "action_id": action_id, "cost": verdict.charge})
-        return {"decision": PENDING, "action_id": action_id}
+    if verdict.decision == _PENDING:
+        emit({"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge})
+        return {"decision": _PENDING, "action_id": action_id}
     reason = verdict.reason or {}
-    denied: dict[str, Any] = {"kind": "action_denied", "action_id": action_id, "reason": reason}
+    denied: dict[str, Any] = {"kind": Kind.ACTION_DENIED, "action_id": action_id, "reason": reason}
     if approver is not None:
         denied["by"] = approver
     emit(denied)
     _denial_scar(state, emit, action_id, reason)
-    return {"decision": "denied", "action_id": action_id, "reason": reason}
+    return {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
 
 
 def _same_request(state: AgentState, n: int, cmd: c.RequestAction) -> bool:
@@ -209,7 +227,7 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
     if cmd.idempotency_key is not None:
         earlier = state.idempotency.get(cmd.idempotency_key)
         if earlier is not None:
-            if action_status(state, earlier) == "requested":
+            if action_status(state, earlier) == _REQUESTED:
                 # Only a read-only or fenced guardd keeps a request a crash cut
                 # short undecided (it cannot write the decision).
                 raise AgentUnavailable(
@@ -224,7 +242,7 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
     verdict = decide(state, cmd.tool, cmd.cost, now)
     verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)
     fields: dict[str, Any] = {
-        "kind": "action_requested",
+        "kind": _ACTION_REQUESTED,
         "action_id": action_id,
         "tool": cmd.tool,
         "input": cmd.input,
@@ -243,12 +261,12 @@ def _draw(
     """A request the policy would hold for approval, allowed on a grant with
     room left (every check has passed already), and that grant's ID; any
     other verdict as it is."""
-    if verdict.decision != PENDING or not state.grants:
+    if verdict.decision != _PENDING or not state.grants:
         return verdict, None
     grant = drawable(state.grants, tool, tool_input, verdict.charge, now)
     if grant is None:
         return verdict, None
-    return Verdict(ALLOWED, verdict.charge), grant.grant_id
+    return Verdict(_ALLOWED, verdict.charge), grant.grant_id
 
 
 def approve(state: AgentState, emit: Emit, cmd: c.Approve, now: float) -> Any:
@@ -264,7 +282,7 @@ def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
     action = _pending(state, cmd.action_id)
     emit(
         {
-            "kind": "action_rejected",
+            "kind": Kind.ACTION_REJECTED,
             "action_id": action.action_id,
             "by": cmd.approver,
             "reason": cmd.reason,
@@ -273,13 +291,13 @@ def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
     )
     if cmd.scar is not None:
         add_scar(state, emit, cmd.scar, cmd.reason, action.action_id, cmd.approver)
-    return {"decision": "denied", "action_id": action.action_id, "reason": action.reason}
+    return {"decision": Decision.DENIED, "action_id": action.action_id, "reason": action.reason}
 
 
 def cancel(state: AgentState, emit: Emit, cmd: c.Cancel, now: float) -> Any:
     """The asker withdraws a pending action: never charged, no scar."""
     action = _pending(state, cmd.action_id)
-    fields: dict[str, Any] = {"kind": "action_cancelled", "action_id": action.action_id}
+    fields: dict[str, Any] = {"kind": Kind.ACTION_CANCELLED, "action_id": action.action_id}
     fields["by"] = cmd.role
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
@@ -293,21 +311,23 @@ def expire_due(state: AgentState, emit: Emit, now: float) -> None:
     start of a batch whose ``now`` has reached its earliest deadline, before
     the batch's commands, so no command sees an action past its time."""
     for action, timeout in expired_actions(state, now):
-        emit({"kind": "approval_expired", "action_id": action.action_id, "timeout_secs": timeout})
+        emit(
+            {"kind": Kind.APPROVAL_EXPIRED, "action_id": action.action_id, "timeout_secs": timeout}
+        )
 
 
 def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: float) -> Any:
-    if cmd.outcome == "harmful" and cmd.role != c.ADMIN:
+    if cmd.outcome == Outcome.HARMFUL and cmd.role != c.ADMIN:
         raise Forbidden("only the admin token may report a harmful outcome")
     n = _action(state, cmd.action_id)
     status = action_status(state, n)
-    if status != ALLOWED:
+    if status != ActionStatus.ALLOWED:
         outcome = action_outcome(state, n)
         if outcome is not None:
             raise InvalidState(f"action {cmd.action_id} already has outcome {outcome}")
         raise InvalidState(f"action {cmd.action_id} is {status}, not allowed")
     fields: dict[str, Any] = {
-        "kind": "outcome",
+        "kind": Kind.OUTCOME,
         "action_id": cmd.action_id,
         "outcome": cmd.outcome,
         "by": cmd.role,
@@ -334,14 +354,14 @@ def terminate(state: AgentState, emit: Emit, cmd: c.Terminate, now: float) -> An
         raise AlreadyTerminated(
             f"agent {state.agent_id} is already terminated ({state.termination_reason})"
         )
-    emit({"kind": "terminated", "reason": cmd.reason, "by": cmd.by})
+    emit({"kind": Kind.TERMINATED, "reason": cmd.reason, "by": cmd.by})
     return status_json(state)
 
 
 def set_policy(state: AgentState, emit: Emit, cmd: c.SetPolicy, now: float) -> Any:
     if not state.alive:
         raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
-    emit({"kind": "policy", "policy": policy_json(cmd.policy)})
+    emit({"kind": Kind.POLICY, "policy": policy_json(cmd.policy)})
     _terminate_if_due(state, emit)
     # A shorter timeout applies at once: what it makes due expires now, in
     # the same write, not in a batch of its own at the same ts.
@@ -363,7 +383,7 @@ def issue_grant(state: AgentState, emit: Emit, cmd: c.IssueGrant, now: float) ->
         raise InvalidState(f"expires_at {expires_at} is not after now")
     grant_id = f"grt-{len(state.grants) + 1}"
     fields: dict[str, Any] = {
-        "kind": "grant_issued",
+        "kind": Kind.GRANT_ISSUED,
         "grant_id": grant_id,
         "tool": cmd.tool,
         "by": cmd.by,
@@ -391,7 +411,7 @@ def revoke_grant(state: AgentState, emit: Emit, cmd: c.RevokeGrant, now: float) 
         raise InvalidState(
             f"grant {grant.grant_id} was revoked by {grant.revoked_by} at {grant.revoked_at}"
         )
-    fields: dict[str, Any] = {"kind": "grant_revoked", "grant_id": grant.grant_id, "by": cmd.by}
+    fields: dict[str, Any] = {"kind": Kind.GRANT_REVOKED, "grant_id": grant.grant_id, "by": cmd.by}
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
     emit(fields)
@@ -437,24 +457,25 @@ def finish_interrupted(state: AgentState, emit: Emit) -> None:
     if last is None:
         return
     kind = last["kind"]
-    if kind == "action_requested":
+    if kind == Kind.ACTION_REQUESTED:
         cost = last["requested_cost"]
         requested_cost = None if cost is None else Decimal(cost)
         now = parse_ts(last["ts"])
         verdict = decide(state, last["tool"], requested_cost, now)
         verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
         conclude(state, emit, last["action_id"], verdict, state.head, grant=grant)
-    elif kind == "action_allowed":
+    elif kind == Kind.ACTION_ALLOWED:
         _terminate_if_exhausted(state, emit, Decimal(last["cost"]))
-    elif kind == "action_denied":
+    elif kind == Kind.ACTION_DENIED:
         _denial_scar(state, emit, last["action_id"], last["reason"])
-    elif kind == "action_rejected" and last["scar"] is not None:
+    elif kind == Kind.ACTION_REJECTED and last["scar"] is not None:
         add_scar(state, emit, last["scar"], last["reason"], last["action_id"], last["by"])
-    elif kind == "outcome":
+    elif kind == Kind.OUTCOME:
         _outcome_scar(state, emit, last["action_id"], last["outcome"], last.get("detail"))
-    elif kind in ("scar", "policy"):
-        _terminate_if_due(state, emit, fatal=kind == "scar" and last["severity"] == "fatal")
-        if kind == "policy":
+    elif kind in (Kind.SCAR, Kind.POLICY):
+        fatal = kind == Kind.SCAR and last["severity"] == Severity.FATAL
+        _terminate_if_due(state, emit, fatal=fatal)
+        if kind == Kind.POLICY:
             expire_due(state, emit, parse_ts(last["ts"]))
 
 

@@ -38,7 +38,7 @@ class Verdict:
     """A value, never changed once made; not frozen for the reason given at
     ``record.Head``: one is made for every request."""
 
-    decision: str  # a Decision
+    decision: Decision
     charge: Decimal
     reason: dict[str, Any] | None = None
 

@@ -18,18 +18,12 @@ import attrs
 from agents_runtime.core.grants import Grant, match_of
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import Policy, charge_for, parse_policy
+from agents_runtime.core.vocabulary import ActionStatus, Decision, Outcome, ReasonCode, Severity
+from agents_runtime.log.kinds import Kind, table
 from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.recordstore import MemoryRecords, RecordStore
 
-SCAR_WEIGHTS = {"minor": 1, "moderate": 3, "severe": 10, "fatal": 0}
-SEVERITIES = tuple(SCAR_WEIGHTS)
-
-PENDING = "pending_approval"
-ALLOWED = "allowed"
-DENIED = "denied"
-COMPLETED = "completed"
-CANCELLED = "cancelled"
-EXPIRED = "approval_expired"  # the reason code of a held action that expired
+SCAR_WEIGHTS = {Severity.MINOR: 1, Severity.MODERATE: 3, Severity.SEVERE: 10, Severity.FATAL: 0}
 
 
 def parse_ts(ts: str) -> float:
@@ -55,30 +49,31 @@ def note_ts(ts: str, value: float) -> None:
 
 
 # One byte per action says where it stands; an outcome is kept as its own status.
-_STATUS_CODES = {
-    "requested": 0,
-    PENDING: 1,
-    ALLOWED: 2,
-    DENIED: 3,
-    "success": 4,
-    "failure": 5,
-    "harmful": 6,
-    CANCELLED: 7,
+_STATUS_CODES: dict[str, int] = {
+    ActionStatus.REQUESTED: 0,
+    ActionStatus.PENDING_APPROVAL: 1,
+    ActionStatus.ALLOWED: 2,
+    ActionStatus.DENIED: 3,
+    Outcome.SUCCESS: 4,
+    Outcome.FAILURE: 5,
+    Outcome.HARMFUL: 6,
+    ActionStatus.CANCELLED: 7,
 }
 _STATUS_NAMES = (
-    "requested",
-    PENDING,
-    ALLOWED,
-    DENIED,
-    COMPLETED,
-    COMPLETED,
-    COMPLETED,
-    CANCELLED,
+    ActionStatus.REQUESTED,
+    ActionStatus.PENDING_APPROVAL,
+    ActionStatus.ALLOWED,
+    ActionStatus.DENIED,
+    ActionStatus.COMPLETED,
+    ActionStatus.COMPLETED,
+    ActionStatus.COMPLETED,
+    ActionStatus.CANCELLED,
 )
-_OUTCOMES = (None, None, None, None, "success", "failure", "harmful", None)
-_ALLOWED_CODE = _STATUS_CODES[ALLOWED]
-_DENIED_CODE = _STATUS_CODES[DENIED]
-_PENDING_CODE = _STATUS_CODES[PENDING]
+_OUTCOMES = (None, None, None, None, Outcome.SUCCESS, Outcome.FAILURE, Outcome.HARMFUL, None)
+_ALLOWED_CODE = _STATUS_CODES[ActionStatus.ALLOWED]
+_DENIED_CODE = _STATUS_CODES[ActionStatus.DENIED]
+_PENDING_CODE = _STATUS_CODES[ActionStatus.PENDING_APPROVAL]
+_ACTION_REQUESTED = Kind.ACTION_REQUESTED  # compared per decision record folded
 
 
 @attrs.define(slots=True)
@@ -107,7 +102,7 @@ class Action:
 @attrs.define(slots=True)
 class Scar:
     seq: int
-    severity: str
+    severity: str  # a Severity, as its record has it
     reason: str
     action_id: str | None
 
@@ -192,13 +187,13 @@ def action_number(state: AgentState, action_id: str) -> int | None:
     return n if n <= len(state.action_seqs) else None
 
 
-def action_status(state: AgentState, n: int) -> str:
+def action_status(state: AgentState, n: int) -> ActionStatus:
     """Status of action ``n``: requested, pending_approval, allowed, denied,
     completed or cancelled."""
     return _STATUS_NAMES[state.action_status[n - 1]]
 
 
-def action_outcome(state: AgentState, n: int) -> str | None:
+def action_outcome(state: AgentState, n: int) -> Outcome | None:
     return _OUTCOMES[state.action_status[n - 1]]
 
 
@@ -254,13 +249,13 @@ def first_decision(state: AgentState, n: int) -> dict[str, Any]:
     repeat answers with it again)."""
     action_id = f"act-{n}"
     if action_id in state.held:
-        return {"decision": PENDING, "action_id": action_id}
+        return {"decision": Decision.PENDING_APPROVAL, "action_id": action_id}
     # Decided at request time: the decision record follows action_requested.
     seq = state.action_seqs[n - 1]
     record = state.records.get(seq + 1)
-    if record["kind"] == "action_allowed":
+    if record["kind"] == Kind.ACTION_ALLOWED:
         decision: dict[str, Any] = {
-            "decision": ALLOWED,
+            "decision": Decision.ALLOWED,
             "action_id": action_id,
             "cost": record["cost"],
             "remaining": record["remaining"],
@@ -270,7 +265,7 @@ def first_decision(state: AgentState, n: int) -> dict[str, Any]:
         if "request_hash" in record:  # older records give no receipt
             decision["receipt"] = receipt(state, seq, seq + 1)
         return decision
-    return {"decision": DENIED, "action_id": action_id, "reason": record["reason"]}
+    return {"decision": Decision.DENIED, "action_id": action_id, "reason": record["reason"]}
 
 
 def apply(state: AgentState, record: dict[str, Any]) -> AgentState:
@@ -328,7 +323,7 @@ def _request_before(state: AgentState, r: dict[str, Any]) -> dict[str, Any] | No
     requested = state.last_record
     if (
         requested is not None
-        and requested["kind"] == "action_requested"
+        and requested["kind"] == _ACTION_REQUESTED
         and requested["action_id"] == r["action_id"]
     ):
         return requested
@@ -363,7 +358,7 @@ def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
     state.expiry_dirty = True
     state.held[action.action_id] = action
     state.pending[action.action_id] = action
-    state.action_status[n - 1] = _STATUS_CODES[PENDING]
+    state.action_status[n - 1] = _PENDING_CODE
 
 
 def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, str]:
@@ -422,26 +417,26 @@ def _denied(state: AgentState, r: dict[str, Any]) -> None:
 def _rejected(state: AgentState, r: dict[str, Any]) -> None:
     if r["action_id"] not in state.pending:
         raise ValueError(f"{r['action_id']} is not pending approval")
-    _deny(state, r, {"code": "rejected", "by": r["by"], "reason": r["reason"]})
+    _deny(state, r, {"code": ReasonCode.REJECTED, "by": r["by"], "reason": r["reason"]})
 
 
 def _expired(state: AgentState, r: dict[str, Any]) -> None:
     if r["action_id"] not in state.pending:
         raise ValueError(f"{r['action_id']} is not pending approval")
-    _deny(state, r, {"code": EXPIRED, "timeout_secs": r["timeout_secs"]})
+    _deny(state, r, {"code": ReasonCode.APPROVAL_EXPIRED, "timeout_secs": r["timeout_secs"]})
 
 
 def _cancelled(state: AgentState, r: dict[str, Any]) -> None:
     action = state.pending.pop(r["action_id"], None)
     if action is None:
         raise ValueError(f"{r['action_id']} is not pending approval")
-    reason: dict[str, Any] = {"code": CANCELLED, "by": r["by"]}
+    reason: dict[str, Any] = {"code": ReasonCode.CANCELLED, "by": r["by"]}
     if "reason" in r:
         reason["reason"] = r["reason"]
     action.reason = reason
     action.decided_at = r["ts"]
     # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
-    state.action_status[_number(state, r) - 1] = _STATUS_CODES[CANCELLED]
+    state.action_status[_number(state, r) - 1] = _STATUS_CODES[ActionStatus.CANCELLED]
 
 
 def _grant_issued(state: AgentState, r: dict[str, Any]) -> None:
@@ -495,24 +490,26 @@ def _terminated(state: AgentState, r: dict[str, Any]) -> None:
     state.terminated_by = r["by"]
 
 
-_APPLY = {
-    "genesis": _genesis,
-    "policy": _policy,
-    "action_requested": _requested,
-    "approval_required": _approval_required,
-    "action_allowed": _allowed,
-    "action_denied": _denied,
-    "action_rejected": _rejected,
-    "approval_expired": _expired,
-    "action_cancelled": _cancelled,
-    "outcome": _outcome,
-    "scar": _scar,
-    "terminated": _terminated,
-    "grant_issued": _grant_issued,
-    "grant_revoked": _grant_revoked,
-}
-
-RECORD_KINDS = frozenset(_APPLY)
+# Every kind has its fold (``table`` refuses to build without one): the
+# place a new kind's effect on the state goes (``agents_runtime.log.kinds``).
+_APPLY = table(
+    {
+        Kind.GENESIS: _genesis,
+        Kind.POLICY: _policy,
+        Kind.ACTION_REQUESTED: _requested,
+        Kind.APPROVAL_REQUIRED: _approval_required,
+        Kind.ACTION_ALLOWED: _allowed,
+        Kind.ACTION_DENIED: _denied,
+        Kind.ACTION_REJECTED: _rejected,
+        Kind.APPROVAL_EXPIRED: _expired,
+        Kind.ACTION_CANCELLED: _cancelled,
+        Kind.OUTCOME: _outcome,
+        Kind.SCAR: _scar,
+        Kind.TERMINATED: _terminated,
+        Kind.GRANT_ISSUED: _grant_issued,
+        Kind.GRANT_REVOKED: _grant_revoked,
+    }
+)
 
 
 # Views: the JSON shapes of the HTTP API (docs/api.md), built from state.

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.state import RECORD_KINDS
 from agents_runtime.log import canonical
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, seal
 from audit.cli import main
 from audit.replay import fields_of, replay_records
@@ -133,11 +133,11 @@ async def test_replay_says_ok_on_a_log_the_service_wrote(
         f"({len(records)} records, 16 commands re-run, 10 actions)"
     ]
     # Withdrawn and expired approvals (held_log) and grants (granted_log) have their own logs below.
-    assert {r["kind"] for r in records} == RECORD_KINDS - {
-        "action_cancelled",
-        "approval_expired",
-        "grant_issued",
-        "grant_revoked",
+    assert {r["kind"] for r in records} == set(Kind) - {
+        Kind.ACTION_CANCELLED,
+        Kind.APPROVAL_EXPIRED,
+        Kind.GRANT_ISSUED,
+        Kind.GRANT_REVOKED,
     }
 
 

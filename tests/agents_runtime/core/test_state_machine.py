@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from agents_runtime.core import commands as c
 from agents_runtime.core.policy import Policy
 from agents_runtime.core.state import expired_actions, parse_ts
+from agents_runtime.core.vocabulary import Severity
 from agents_runtime.errors import AgentError, IdempotencyConflict, InvalidState
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
@@ -45,7 +46,7 @@ from tests.agents_runtime.support import (
 
 TOOLS = ("read", "send", "capped", "nope")  # listed, approval, capped, unlisted
 COSTS = (None, "0", "0.1", "0.5", "1", "2.5", "7")
-SEVERITIES = ("minor", "moderate", "severe", "fatal")
+SEVERITIES = tuple(severity.value for severity in Severity)
 # Mostly light scars, so that agents live long enough to do interesting things.
 SCARS = ("minor", "minor", "minor", "moderate", "moderate", "severe", "fatal")
 
