@@ -49,7 +49,13 @@ from bench.http_bench import (
     run_wrk,
     write_wrk_data,
 )
-from bench.pg_support import LOG_TABLE, bench_database, decide_sample, reset_log_table
+from bench.pg_support import (
+    LOG_TABLE,
+    bench_database,
+    decide_sample,
+    postgres_cpu_seconds,
+    reset_log_table,
+)
 from guardd.__main__ import hypercorn_config, run_event_loop
 
 CONCURRENCY = 64
@@ -216,6 +222,7 @@ def run_floor(duration: float, rounds: int, warmup: float, writers: int = 1) -> 
     )
     agents = [(f"bench-agent-{i:03d}", "unused") for i in range(N_AGENTS)]
     measured: list[tuple[Round, int, int]] = []
+    pg_cores: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="guard-pg-bench-") as tmp,
         bench_database() as (
@@ -234,15 +241,20 @@ def run_floor(duration: float, rounds: int, warmup: float, writers: int = 1) -> 
             for _ in range(rounds):
                 reset_log_table(pg)
                 before = floor_stats(floor)
+                pg_before = postgres_cpu_seconds(pg)
                 result = run_wrk(floor, "decide", CONCURRENCY, duration, data_file)
+                pg_cpu = (postgres_cpu_seconds(pg) - pg_before) / duration
                 after = floor_stats(floor)
+                pg_cores.append(pg_cpu)
                 commits = after["commits"] - before["commits"]
                 rows = after["rows"] - before["rows"]
                 measured.append((result, commits, rows))
                 print(
                     f"{format_round(result)}\n"
                     f"         {commits / duration:.0f} commits/s, {rows / duration:.0f} rows/s,"
-                    f" {result.requests / max(1, commits):.1f} requests per commit"
+                    f" {result.requests / max(1, commits):.1f} requests per commit;"
+                    f" cpu: postgres {pg_cpu:.0%}, others but postgres"
+                    f" {max(0.0, result.others_cpu - pg_cpu):.0%}"
                 )
         finally:
             floor.stop()
@@ -259,6 +271,7 @@ def run_floor(duration: float, rounds: int, warmup: float, writers: int = 1) -> 
             f"{rps:.0f} req/s, p99 {p99:.2f} ms; {commits_s:.0f} commits/s,"
             f" {per_commit:.1f} requests per commit"
         ),
+        "postgres_cpu": f"{statistics.median(pg_cores):.0%} of a core",
         "errors": errors,
         "pass": None if errors == 0 else False,
     }

@@ -33,12 +33,17 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
-from bench.pg_support import LOG_TABLE, bench_database, decide_sample, reset_log_table
+from bench.pg_support import (
+    LOG_TABLE,
+    bench_database,
+    decide_sample,
+    postgres_cpu_seconds,
+    reset_log_table,
+)
 from guardd.__main__ import run_event_loop
 from tests.support.postgres import PostgresServer
 
@@ -46,7 +51,6 @@ DRIVERS = ("asyncpg", "psycopg")
 WAYS = ("tx", "unnest")
 BATCHES = (1, 16)
 TASKS = 64
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # A batch writer: (agent_id, first seq, lines) -> None, one committed transaction.
 Writer = Callable[[str, int, Sequence[bytes]], Awaitable[None]]
@@ -83,24 +87,6 @@ class Result:
     @property
     def server_us_per_commit(self) -> float:
         return 1e6 * self.server_cpu / max(1, self.commits)
-
-
-def server_cpu_seconds(server: PostgresServer) -> float:
-    """User + system CPU of the postmaster and its children so far."""
-    if server.pid is None:
-        return 0.0
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(entry.name) == server.pid or int(fields[1]) == server.pid:
-            total += int(fields[11]) + int(fields[12])
-    return total / CLK_TCK
 
 
 def process_cpu_seconds() -> float:
@@ -188,13 +174,13 @@ async def measure(
                 seq += batch
                 commits += 1
 
-        cpu_before, server_before = process_cpu_seconds(), server_cpu_seconds(server)
+        cpu_before, server_before = process_cpu_seconds(), postgres_cpu_seconds(server)
         started = time.perf_counter()
         stop_at = started + duration
         await asyncio.gather(*(actor(t) for t in range(TASKS)))
         seconds = time.perf_counter() - started
         cpu = process_cpu_seconds() - cpu_before
-        server_cpu = server_cpu_seconds(server) - server_before
+        server_cpu = postgres_cpu_seconds(server) - server_before
     finally:
         await close()
     return Result(driver, way, batch, pool_size, commits, seconds, latencies, cpu, server_cpu)

@@ -9,6 +9,7 @@ The lines are taken from a real guardd's log, not made up: the two records
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,3 +81,25 @@ def reset_log_table(server: PostgresServer) -> None:
     """Empty the table and checkpoint, so each round starts from the same state."""
     server.psql(f"truncate {LOG_TABLE}", "bench")
     server.psql("checkpoint", "bench")
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu_seconds(server: PostgresServer) -> float:
+    """User + system CPU of the postmaster and its children (backends) so far;
+    a backend that exited since is not counted."""
+    if server.pid is None:
+        return 0.0
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(entry.name) == server.pid or int(fields[1]) == server.pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
