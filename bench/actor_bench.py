@@ -74,8 +74,8 @@ class RecordingCommitter(Committer):
     """The real committer, noting each batch: which log, how many records.
 
     The batch is only held during the run and counted after it: counting its
-    lines there cost the actor's side ~1 us a command, which is the
-    benchmark's work, not the actor's."""
+    lines there would charge the actor's side of every command with work
+    that is the benchmark's, not the actor's."""
 
     def __init__(self) -> None:
         super().__init__()

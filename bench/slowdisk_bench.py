@@ -1,6 +1,7 @@
 """Slow-disk benchmark: decisions per second when making data durable is slow.
 
-On the virtual disk we measure on, an fsync returns in about 0.1 ms; cloud
+On the virtual disk we measure on, an fsync returns quickly (docs/benchmarks.md,
+"slow disk", has the figure); cloud
 block storage and SSDs without a power-loss-protected cache take about 1 ms
 or more. This runs guardd under strace, which delays the return of every
 system call that can make data durable, so the figures show what guardd

@@ -14,8 +14,8 @@ Measured, interleaved in one run (the files are in the page cache):
   load      ``Registry.load()`` in a fresh process: wall time, records/s,
             CPU time of that process and its workers. guardd holds the
             signing key, and Ed25519 is deterministic: it checks a record's
-            signature by making it again and comparing bytes, a third of a
-            verify's cost; any other bytes go to the verify
+            signature by making it again and comparing bytes, cheaper than
+            a verify (docs/benchmarks.md); any other bytes go to the verify
   read-only the same load without the signing key (guardd without
             keys/audit.key): every signature verified with the public key
   guardd    ``python -m guardd`` on the same data directory, from exec to

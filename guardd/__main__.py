@@ -114,8 +114,7 @@ def tune_gc() -> None:
     hundreds of short-lived containers, nearly all freed by reference
     counting; with the defaults a young collection ran every few requests and
     the older ones walked every loaded agent's state, which showed as the p99
-    (bench/http_bench.py, decide at c=64, same run: p99 1.79x the floor's
-    before, 1.34x after)."""
+    (docs/benchmarks.md, "HTTP", has the figures)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
@@ -178,7 +177,8 @@ def hypercorn_config(host: str, port: int, sock: socket.socket | None = None) ->
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = SHUTDOWN_GRACE
     # Hypercorn keeps a connection whose client has gone (EOF read) until its
-    # keep-alive timer ends, holding a socket and about 10 KB; 75 s let the
+    # keep-alive timer ends, holding a socket and its buffers (docs/benchmarks.md,
+    # "soak"); 75 s let the
     # soak's reconnecting clients pile up hundreds. Longer than the idle expiry
     # of client pools (httpx: 5 s), so a client never reuses a connection the
     # server is closing.

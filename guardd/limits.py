@@ -143,9 +143,10 @@ def return_large_buffers_to_the_system() -> None:
     glibc starts so, but raises the threshold to the size of the largest
     such block freed so far: after the first request body (up to 1 MiB) is
     freed, the next ones are carved out of the heap, which seldom shrinks.
-    Measured with 200 clients stalling 1 MiB bodies, twice over: RSS stayed
-    74 MB above idle after they had gone, against 13 MB with a fixed
-    threshold. Where there is no glibc (no ``mallopt``) this does nothing."""
+    Measured with 200 clients stalling 1 MiB bodies, twice over: far more
+    stayed above idle RSS after they had gone than with a fixed threshold
+    (docs/design.md, "Hostile clients", has the figures). Where there is no
+    glibc (no ``mallopt``) this does nothing."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

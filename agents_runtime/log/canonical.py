@@ -144,7 +144,8 @@ _decoder = json.JSONDecoder(
 # canonical: written by dumps, or found byte-identical to dumps of what it
 # parses to. Such text has no duplicate key (dumps keeps one), no integer
 # beyond 2^53-1, no lone surrogate and no NaN (dumps refuses them), so this
-# reads it to the very value loads would, several times faster.
+# reads it to the very value loads would, without a Python call for every
+# object and number (docs/benchmarks.md, "Why the fast paths exist").
 TRUSTED_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_constant)
 
 

@@ -70,8 +70,9 @@ def b64url(data: bytes) -> str:
 
 
 def agent_token(token_key: bytes, agent_id: str) -> str:
-    # Not hmac.digest: it lets go of the GIL, and under load taking it back
-    # from the commit threads cost ~70 us a request (py-spy, decide c=64).
+    # Not hmac.digest: it lets go of the GIL, and under load the event loop
+    # then waits to take it back from the commit thread
+    # (docs/benchmarks.md, "Why the fast paths exist").
     mac = hmac.new(token_key, TOKEN_CONTEXT + agent_id.encode(), hashlib.sha256).digest()
     return f"{TOKEN_PREFIX}{agent_id}.{b64url(mac)}"
 

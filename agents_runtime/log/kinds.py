@@ -6,7 +6,7 @@ byte), compares equal to the string read back from a file, and hashes like
 it. Code names kinds only through this enum; the wire keeps the strings.
 
 Two costs to mind on hot paths, both measured: ``Kind.X`` is an attribute
-lookup on the enum class (tens of nanoseconds), so a function run per record
+lookup on the enum class, paid on every call, so a function run per record
 compares against a module-level alias (``_GENESIS = Kind.GENESIS``); and a
 dict keyed by members loses the exact-``str`` lookup path, so tables looked
 up per record are built with ``table``, which keys them by the plain values.

@@ -62,7 +62,7 @@ class Sealed:
 
 def timestamp(now: datetime) -> str:
     """ISO 8601 UTC with microseconds and Z, the form of every ``ts``."""
-    # isoformat is about twice as fast as strftime and gives the same text.
+    # isoformat, not strftime: the same text for less work, on every record.
     return now.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 

@@ -3,7 +3,7 @@
 Agent state keeps what later decisions need (counters, money, the rate
 window, held actions, one status byte and one seq per action), not every
 action's input and answer: those are in the log already, and keeping them
-in memory too made a long-running guardd grow by about 1.5 KB per action.
+in memory too made a long-running guardd grow with every action it served.
 A view of a finished action, or the first decision an ``Idempotency-Key``
 repeat answers with, is read back from the log through a store:
 

@@ -57,7 +57,8 @@ def number_texts(response: httpx.Response) -> Any:
 
 class Session:
     """Requests with one caller's credentials over a shared ``httpx.Client``
-    (building a client per caller costs ~80 ms of TLS setup we never use)."""
+    (building a client per caller would set up TLS, which we never use, for
+    every caller)."""
 
     def __init__(
         self, http: httpx.Client, token: str | None = None, headers: dict[str, str] | None = None

@@ -32,9 +32,11 @@ MIB = 1024 * 1024
 ATTACKERS = 200  # each declares a body of MAX_BODY and stalls before its last KiB
 HELD = MAX_BODY_IN_FLIGHT // MAX_BODY  # how many of them fit in the in-flight limit
 # Above idle RSS during the attack, besides the bodies: the state of 200
-# requests and connections (about 35 KB each) and the allocator's slack.
+# requests and connections (docs/design.md, "Hostile clients") and the
+# allocator's slack.
 MARGIN = 32 * MIB
-# What may stay above idle RSS once the attackers have gone (measured: 7-14 MB).
+# What may stay above idle RSS once the attackers have gone: what the
+# allocator keeps, with room for its variation from run to run.
 LEFT_AFTER = 24 * MIB
 POLICY = {"budget": 1000, "scar_limit": 50, "tools": {"search": {"cost": 1}}}
 ACTIONS = b"/v1/agents/slow/actions"

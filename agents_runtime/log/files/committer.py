@@ -25,11 +25,11 @@ succeeds would acknowledge records that are not on disk. A batch whose
 write fails fails alone, before the flush; the others of the round go on.
 
 Why one ``syncfs`` and not one ``fsync`` per log, or several writer threads
-fsyncing at once: measured on our reference machine (ext4 without a journal
-on a virtio disk, Linux 6.18), 64 logs of one round took 9.5 ms with one
-fsync each, 2.8 ms with 16 threads fsyncing in parallel (the block layer
-merged their 64 cache flushes into 29), and 0.4 ms with ``syncfs`` and one
-``fdatasync`` (two cache flushes). docs/design.md has the table. The cost:
+fsyncing at once: every ``fsync`` asks the disk for a cache flush, and threads
+fsyncing in parallel only let the block layer merge some of them, while
+``syncfs`` and one ``fdatasync`` make a whole round durable with two cache
+flushes, whatever the number of logs (docs/design.md, "Durability shared
+across agents", has the measured table). The cost:
 ``syncfs`` also writes out whatever else is dirty on that file system, so a
 data dir on a file system of its own keeps other programs' writes out of
 guardd's rounds (docs/operations.md).
@@ -83,15 +83,15 @@ class Committer:
 
     One writer: every writer thread takes the GIL several times a batch,
     and each time it takes it from a busy loop, that loop then waits to get
-    it back. On the 2-core reference machine two and four writers (each
-    fsyncing its own batches) were 7 to 9 % slower than one at c=64; with
+    it back: on the 2-core reference machine, two and four writers (each
+    fsyncing its own batches) were slower than one under load, and with
     one flush a round there is nothing left for a second writer to overlap.
 
     ``inline=True`` writes and fsyncs each batch on the loop instead (tools,
     tests).
 
     ``on_commit``, when set, is called once a round after its flush, on the
-    writer thread: a few microseconds a round, never a record.
+    writer thread: paid once a round, never once a record.
     """
 
     def __init__(self, *, inline: bool = False) -> None:
