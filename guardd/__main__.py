@@ -178,10 +178,9 @@ def hypercorn_config(host: str, port: int, sock: socket.socket | None = None) ->
     config.graceful_timeout = SHUTDOWN_GRACE
     # Hypercorn keeps a connection whose client has gone (EOF read) until its
     # keep-alive timer ends, holding a socket and its buffers (docs/benchmarks.md,
-    # "soak"); 75 s let the
-    # soak's reconnecting clients pile up hundreds. Longer than the idle expiry
-    # of client pools (httpx: 5 s), so a client never reuses a connection the
-    # server is closing.
+    # "soak"); 75 s let the soak's reconnecting clients pile up hundreds. Longer
+    # than the idle expiry of client pools (httpx: 5 s), so a client never
+    # reuses a connection the server is closing.
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
     # HTTP/1.1 only (docs/design.md, "Hostile clients"). Hypercorn would take
     # up HTTP/2 when TLS offers it (ALPN) or when a cleartext client asks
