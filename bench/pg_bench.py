@@ -16,7 +16,7 @@ on), removed at the end.
 
 Modes:
   floor   the floor alone (what runs today)
-  guardd  TODO, issue 16: decide through guardd on PostgreSQL, one node and
+  guardd  TODO (the PostgreSQL store): decide through guardd on PostgreSQL, one node and
           two nodes, rounds interleaved with the floor (see run_guardd)
 
     python -m bench pg
@@ -278,7 +278,7 @@ def run_floor(duration: float, rounds: int, warmup: float, writers: int = 1) -> 
 
 
 def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
-    """TODO(issue 16), once guardd has ``--store postgresql://...``:
+    """TODO (the PostgreSQL store), once guardd has ``--store postgresql://...``:
 
     - one PostgreSQL (bench_database), a fresh database per node setup;
     - one guardd node, then two nodes on the same database with the same
@@ -291,7 +291,7 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
       metrics;
     - target: one node >= 0.6x the floor ("pass").
     """
-    raise NotImplementedError("pg_bench guardd: guardd has no PostgreSQL store yet (issue 16)")
+    raise NotImplementedError("pg_bench guardd: guardd has no PostgreSQL store yet")
 
 
 def _env_number(name: str, default: float) -> float:

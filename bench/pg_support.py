@@ -20,7 +20,7 @@ import httpx
 from bench.http_bench import DECIDE_BODY, admin_token, create_agents, guardd_server
 from tests.support.postgres import PostgresServer
 
-# The shape issue 16 gives the store's table: one row per record line.
+# The store's table: one row per record line.
 LOG_TABLE = "guard_logs"
 CREATE_LOG_TABLE = f"""
 create table {LOG_TABLE} (
