@@ -26,13 +26,9 @@ ZERO_HASH = "0" * 64
 SEALED_FIELDS = frozenset({"hash", "sig"})
 
 
-@attrs.define(slots=True)
+@attrs.frozen
 class Head:
-    """The last record of a log: its seq and hash. An empty log has seq -1.
-
-    A value: never changed once made. Not ``attrs.frozen``, whose ``__init__``
-    sets each field through ``object.__setattr__`` and costs twice as much; a
-    Head is made for every record folded, live and at startup."""
+    """The last record of a log: its seq and hash. An empty log has seq -1."""
 
     seq: int
     hash: str
