@@ -39,22 +39,37 @@ MAX_NAME = 128
 MAX_TEXT = 4096
 
 
+# What guardd.openapi reads off a field, beside its type: its description,
+# and a component schema to name in place of the type's (the policy, whose
+# strict parser lives in the core).
+DESCRIPTION = "description"
+COMPONENT = "component"
+
+
+def _doc(description: str) -> dict[str, str]:
+    return {DESCRIPTION: description}
+
+
 @attrs.frozen
 class CreateAgent:
     agent_id: AgentId
-    policy: Any
+    policy: Any = attrs.field(metadata={COMPONENT: "Policy"})
 
 
 @attrs.frozen
 class ActionRequest:
     tool: Tool
-    input: Any = None
-    cost: Money | None = None
+    input: Any = attrs.field(
+        default=None, metadata=_doc("Any JSON value (default null), recorded verbatim.")
+    )
+    cost: Money | None = attrs.field(
+        default=None, metadata=_doc("The requested charge (default 0).")
+    )
 
 
 @attrs.frozen
 class OutcomeReport:
-    status: Outcome
+    status: Outcome = attrs.field(metadata=_doc("`harmful` needs the admin token."))
     detail: Text | None = None
 
 
@@ -80,26 +95,49 @@ class CancelBody:
 class ScarBody:
     severity: Severity
     reason: Text
-    action_id: str | None = None
-    by: Operator | None = None  # the operator; absent: the record says "operator"
+    action_id: str | None = attrs.field(
+        default=None, metadata=_doc("Must name an existing action.")
+    )
+    by: Operator | None = attrs.field(
+        default=None,
+        metadata=_doc(
+            "The operator, logged as the scar record's `by` (`operator` when absent); "
+            '"system" is reserved for the service.'
+        ),
+    )
 
 
 @attrs.frozen
 class TerminateBody:
     reason: Text
-    by: Operator
+    by: Operator = attrs.field(
+        metadata=_doc('Who terminates; "system" is reserved for the service.')
+    )
 
 
 @attrs.frozen
 class GrantBody:
+    """At least one bound (`max_calls`, `max_cost`) and exactly one expiry
+    (`ttl_secs`, `expires_at`); otherwise 400."""
+
     tool: Tool
-    by: Operator
+    by: Operator = attrs.field(metadata=_doc("The operator who grants."))
     note: Text | None = None
-    max_calls: Count | None = None
-    max_cost: Money | None = None
-    ttl_secs: Seconds | None = None
-    expires_at: Timestamp | None = None
-    input_match: InputMatch | None = None
+    max_calls: Count | None = attrs.field(
+        default=None, metadata=_doc("Calls the grant allows at most.")
+    )
+    max_cost: Money | None = attrs.field(
+        default=None, metadata=_doc("Budget the grant's calls may spend at most.")
+    )
+    ttl_secs: Seconds | None = attrs.field(
+        default=None, metadata=_doc("Seconds from now until the grant expires.")
+    )
+    expires_at: Timestamp | None = attrs.field(
+        default=None, metadata=_doc("When it expires (future).")
+    )
+    input_match: InputMatch | None = attrs.field(
+        default=None, metadata=_doc("Exact values the call's input must hold at these keys.")
+    )
 
 
 @attrs.frozen

@@ -3,7 +3,9 @@
 Built as a plain dict from small helpers so that each operation reads like a
 row of the endpoint table in docs/api.md: its parameters, its body, its answer
 and the error codes it can give. Limits come from the modules that enforce
-them, so the document cannot drift from the server on a number.
+them, so the document cannot drift from the server on a number. The request
+bodies are derived from guardd.bodies' models (``body_schema``), and the
+lists of words from the core's StrEnums: neither has a second copy here.
 ``tests/guardd/test_openapi.py`` checks that every route of the app is here
 and nowhere else, and ``tests/guardd/test_schemathesis.py`` checks real
 answers against it.
@@ -11,10 +13,15 @@ answers against it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
-from agents_runtime.core.money import LIMIT, PLACES
+import attrs
+
+from agents_runtime.core.behaviour import SYSTEM
+from agents_runtime.core.money import LIMIT, PLACES, Money
 from agents_runtime.core.policy import MAX_TOOL_NAME
 from agents_runtime.core.vocabulary import (
     ActionStatus,
@@ -27,6 +34,7 @@ from agents_runtime.core.vocabulary import (
 from agents_runtime.log.canonical import MAX_DEPTH, MAX_SAFE_INT
 from agents_runtime.log.ids import AGENT_ID
 from agents_runtime.log.kinds import Kind
+from guardd import bodies
 from guardd.bodies import MAX_NAME, MAX_TEXT
 from guardd.errors import STATUS
 from guardd.jsonio import MAX_BODY
@@ -474,99 +482,92 @@ def _log_schemas() -> dict[str, Schema]:
     }
 
 
+# The request bodies are guardd.bodies' models: each schema is derived from
+# a model's fields (names, types, which are required, descriptions), each
+# type's schema given once here, so a field added to a model is documented
+# by itself and no second copy of a body can drift.
+BODIES: dict[str, type[Any]] = {
+    "CreateAgent": bodies.CreateAgent,
+    "ActionRequest": bodies.ActionRequest,
+    "OutcomeReport": bodies.OutcomeReport,
+    "Approve": bodies.ApproveBody,
+    "Cancel": bodies.CancelBody,
+    "Reject": bodies.RejectBody,
+    "AddScar": bodies.ScarBody,
+    "Terminate": bodies.TerminateBody,
+    "IssueGrant": bodies.GrantBody,
+    "RevokeGrant": bodies.RevokeGrantBody,
+}
+_BODY_NAMES = {model: name for name, model in BODIES.items()}
+
+
+def _described(schema: Schema, description: str | None) -> Schema:
+    return schema if description is None else schema | {"description": description}
+
+
+def _plain(schema: Schema) -> Callable[[str | None], Schema]:
+    return lambda description: _described(schema, description)
+
+
+def _money_field(description: str | None) -> Schema:
+    return _money(MONEY_RULES if description is None else f"{description} {MONEY_RULES}")
+
+
+def _seconds_field(description: str | None) -> Schema:
+    return _positive(description or "Seconds.")
+
+
+_NAME = _string(1, MAX_NAME)
+_TYPE_SCHEMAS: dict[Any, Callable[[str | None], Schema]] = {
+    bodies.Name: _plain(_NAME),
+    bodies.Operator: _plain(_NAME | {"not": {"const": SYSTEM}}),
+    bodies.Text: _plain(_string(1, MAX_TEXT)),
+    bodies.Tool: _plain(_string(1, MAX_TOOL_NAME)),
+    bodies.AgentId: _plain(_ref("AgentId")),
+    bodies.Count: _plain(_int(1)),
+    bodies.Seconds: _seconds_field,
+    bodies.Timestamp: _plain(_string(format="date-time")),
+    bodies.InputMatch: _plain({"type": "object"}),
+    Money: _money_field,
+    str: _plain({"type": "string"}),
+    Any: _plain({}),
+}
+
+
+def _type_schema(type_: Any, description: str | None) -> Schema:
+    if get_origin(type_) in (Union, UnionType):  # a NewType | None is a typing.Union
+        args = [arg for arg in get_args(type_) if arg is not NoneType]
+        if len(args) != 1 or len(get_args(type_)) != 2:
+            raise TypeError(f"no schema for {type_}: only X | None")
+        return _nullable(_type_schema(args[0], description))
+    if isinstance(type_, type) and issubclass(type_, StrEnum):
+        return _described(_enum(type_), description)
+    make = _TYPE_SCHEMAS.get(type_)
+    if make is None:
+        raise TypeError(f"no schema for {type_!r}: add it to guardd.openapi._TYPE_SCHEMAS")
+    return make(description)
+
+
+def body_schema(model: type[Any]) -> Schema:
+    """The JSON schema of a request body model: a strict object of its fields,
+    those without a default required."""
+    properties: dict[str, Schema] = {}
+    required: list[str] = []
+    for field in attrs.fields(attrs.resolve_types(model)):
+        component = field.metadata.get(bodies.COMPONENT)
+        description = field.metadata.get(bodies.DESCRIPTION)
+        if component is not None:
+            properties[field.name] = _ref(component)
+        else:
+            properties[field.name] = _type_schema(field.type, description)
+        if field.default is attrs.NOTHING:
+            required.append(field.name)
+    doc = model.__doc__
+    return _obj(properties, required, description=" ".join(doc.split()) if doc else None)
+
+
 def _body_schemas() -> dict[str, Schema]:
-    name = _string(1, MAX_NAME)
-    text = _string(1, MAX_TEXT)
-    return {
-        "CreateAgent": _obj({"agent_id": _ref("AgentId"), "policy": _ref("Policy")}),
-        "ActionRequest": _obj(
-            {
-                "tool": _string(1, MAX_TOOL_NAME),
-                "input": {"description": "Any JSON value (default null), recorded verbatim."},
-                "cost": _nullable(_money("The requested charge (default 0). " + MONEY_RULES)),
-            },
-            required=["tool"],
-        ),
-        "OutcomeReport": _obj(
-            {
-                "status": {
-                    "type": "string",
-                    "enum": [member.value for member in Outcome],
-                    "description": "`harmful` needs the admin token.",
-                },
-                "detail": _nullable(text),
-            },
-            required=["status"],
-        ),
-        "Approve": _obj({"approver": name, "note": _nullable(text)}, required=["approver"]),
-        "Cancel": _obj({"reason": _nullable(text)}, required=[]),
-        "Reject": _obj(
-            {
-                "approver": name,
-                "reason": text,
-                "scar": _nullable(_enum(Severity)),
-            },
-            required=["approver", "reason"],
-        ),
-        "AddScar": _obj(
-            {
-                "severity": _enum(Severity),
-                "reason": text,
-                "action_id": _nullable(
-                    {"type": "string", "description": "Must name an existing action."}
-                ),
-                "by": _nullable(
-                    name
-                    | {
-                        "not": {"const": "system"},
-                        "description": "The operator, logged as the scar record's `by` "
-                        '(`operator` when absent); "system" is reserved for the service.',
-                    }
-                ),
-            },
-            required=["severity", "reason"],
-        ),
-        "Terminate": _obj(
-            {
-                "reason": text,
-                "by": name
-                | {
-                    "not": {"const": "system"},
-                    "description": 'Who terminates; "system" is reserved for the service.',
-                },
-            }
-        ),
-        "IssueGrant": _obj(
-            {
-                "tool": _string(1, MAX_TOOL_NAME),
-                "by": name
-                | {"not": {"const": "system"}, "description": "The operator who grants."},
-                "note": _nullable(text),
-                "max_calls": _nullable(_int(1, description="Calls the grant allows at most.")),
-                "max_cost": _nullable(_money("Budget the grant's calls may spend at most.")),
-                "ttl_secs": _nullable(_positive("Seconds from now until the grant expires.")),
-                "expires_at": _nullable(
-                    _string(format="date-time", description="When it expires (future).")
-                ),
-                "input_match": _nullable(
-                    {
-                        "type": "object",
-                        "description": "Exact values the call's input must hold at these keys.",
-                    }
-                ),
-            },
-            required=["tool", "by"],
-            description="At least one bound (`max_calls`, `max_cost`) and exactly one expiry "
-            "(`ttl_secs`, `expires_at`); otherwise 400.",
-        ),
-        "RevokeGrant": _obj(
-            {
-                "by": name | {"not": {"const": "system"}},
-                "reason": _nullable(text),
-            },
-            required=["by"],
-        ),
-    }
+    return {name: body_schema(model) for name, model in BODIES.items()}
 
 
 def _grant_schemas() -> dict[str, Schema]:
@@ -700,7 +701,7 @@ def _op(
     errors: dict[str, Schema] | None = None,
     *,
     status: int = 200,
-    body: str | None = None,
+    body: type[Any] | str | None = None,
     params: list[Schema] | None = None,
     public: bool = False,
     tag: str = "agents",
@@ -712,9 +713,11 @@ def _op(
     if params:
         operation["parameters"] = params
     if body is not None:
+        # A model of guardd.bodies, or the name of a component (the policy).
+        name = body if isinstance(body, str) else _BODY_NAMES[body]
         operation["requestBody"] = {
             "required": True,
-            "content": {JSON: {"schema": _ref(body)}},
+            "content": {JSON: {"schema": _ref(name)}},
         }
     operation["responses"] = {str(status): ok, **(errors or {})}
     if public:
@@ -841,7 +844,7 @@ def _agent_paths() -> dict[str, Schema]:
                 ),
                 _errors(*AUTH, *BODY, *WRITE, "agent_exists"),
                 status=201,
-                body="CreateAgent",
+                body=bodies.CreateAgent,
                 description=admin,
             ),
             "get": _op(
@@ -904,7 +907,7 @@ def _agent_paths() -> dict[str, Schema]:
                         "nothing; the same key with another body is 409.",
                     ),
                 ),
-                body="ActionRequest",
+                body=bodies.ActionRequest,
                 description="Its own agent token, or admin. The charge is the larger of "
                 "`cost` and the tool's minimum. A 400 uses no action ID and writes nothing.",
             )
@@ -947,7 +950,7 @@ def _agent_paths() -> dict[str, Schema]:
                 "unknown_action",
                 "invalid_state",
                 params=(ACTION_PARAM,),
-                body="OutcomeReport",
+                body=bodies.OutcomeReport,
                 description="Its own agent token, or admin; `harmful` is admin only (403). "
                 "Exactly one outcome per allowed action; otherwise 409 `invalid_state`.",
             )
@@ -964,7 +967,7 @@ def _agent_paths() -> dict[str, Schema]:
                 "unknown_action",
                 "invalid_state",
                 params=(ACTION_PARAM,),
-                body="Approve",
+                body=bodies.ApproveBody,
                 description=admin + " 409 `invalid_state` unless the action is pending.",
             )
         },
@@ -977,7 +980,7 @@ def _agent_paths() -> dict[str, Schema]:
                 "unknown_action",
                 "invalid_state",
                 params=(ACTION_PARAM,),
-                body="Reject",
+                body=bodies.RejectBody,
                 description=admin + " 409 `invalid_state` unless the action is pending.",
             )
         },
@@ -990,7 +993,7 @@ def _agent_paths() -> dict[str, Schema]:
                 "unknown_action",
                 "invalid_state",
                 params=(ACTION_PARAM,),
-                body="Cancel",
+                body=bodies.CancelBody,
                 description="Its own agent token, or admin. Writes `action_cancelled`: never "
                 "charged, no scar, long-polls answer at once. 409 `invalid_state` unless the "
                 "action is pending; an approve or reject afterwards is 409 too, saying when "
@@ -1010,7 +1013,7 @@ def _agent_paths() -> dict[str, Schema]:
                 *WRITE,
                 "invalid_state",
                 status=201,
-                body="IssueGrant",
+                body=bodies.GrantBody,
                 description=admin + " Writes `grant_issued`. A request the policy would hold "
                 "for approval that matches an unexpired grant with room left is allowed at "
                 "once, its `action_allowed` naming the grant. 409 `invalid_state` when the "
@@ -1025,7 +1028,7 @@ def _agent_paths() -> dict[str, Schema]:
                 *WRITE,
                 "invalid_state",
                 params=(_param("grant_id", "path", _string(pattern=GRANT_ID), "A grant."),),
-                body="RevokeGrant",
+                body=bodies.RevokeGrantBody,
                 description=admin + " Writes `grant_revoked`. 404 `not_found` for a grant "
                 "the agent does not have; 409 `invalid_state` when revoked already.",
             )
@@ -1037,7 +1040,7 @@ def _agent_paths() -> dict[str, Schema]:
                 *BODY,
                 *WRITE,
                 "unknown_action",
-                body="AddScar",
+                body=bodies.ScarBody,
                 description=admin + " An `action_id` that does not exist is 404 `unknown_action`.",
             )
         },
@@ -1048,7 +1051,7 @@ def _agent_paths() -> dict[str, Schema]:
                 *BODY,
                 *WRITE,
                 "already_terminated",
-                body="Terminate",
+                body=bodies.TerminateBody,
                 description=admin,
             )
         },

@@ -17,15 +17,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import jsonschema_rs
+import orjson
 import pytest
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
+from agents_runtime.log import canonical
+from guardd import bodies
 from guardd.__main__ import build
 from guardd.app import create_app
 from guardd.config import Settings
-from guardd.openapi import document
+from guardd.errors import BadRequest
+from guardd.openapi import BODIES, document
 from tests.support.server import GuardServer
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -182,6 +187,74 @@ def test_operations_with_a_body_document_400_and_413(doc: dict[str, Any]) -> Non
             name = schema["$ref"].rsplit("/", 1)[1]
             body = doc["components"]["schemas"][name]
             assert body["additionalProperties"] is False, name
+
+
+def test_every_body_model_is_documented_under_its_name(doc: dict[str, Any]) -> None:
+    models = {
+        value
+        for value in vars(bodies).values()
+        if isinstance(value, type) and attrs.has(value) and value.__module__ == bodies.__name__
+    }
+    assert set(BODIES.values()) == models
+    bodies_used = {
+        operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/")[-1]
+        for _, _, operation in _operations(doc)
+        if "requestBody" in operation
+    }
+    assert bodies_used == {*BODIES, "Policy"}
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_each_body_schema_has_its_models_fields(doc: dict[str, Any], name: str) -> None:
+    schema = doc["components"]["schemas"][name]
+    fields = attrs.fields(BODIES[name])
+    assert list(schema["properties"]) == [field.name for field in fields]
+    assert schema["required"] == [f.name for f in fields if f.default is attrs.NOTHING]
+    assert schema["additionalProperties"] is False
+
+
+AGREEMENT = [
+    (bodies.ActionRequest, {"tool": "search"}, True),
+    (bodies.ActionRequest, {"tool": "search", "input": [1], "cost": 0.5}, True),
+    (bodies.ActionRequest, {"tool": "search", "cost": None}, True),
+    (bodies.ActionRequest, {"tool": ""}, False),
+    (bodies.ActionRequest, {"tool": "search", "extra": 1}, False),
+    (bodies.ActionRequest, {"tool": "search", "cost": -1}, False),
+    (bodies.ActionRequest, {}, False),
+    (bodies.OutcomeReport, {"status": "success", "detail": "done"}, True),
+    (bodies.OutcomeReport, {"status": "fine"}, False),
+    (bodies.ApproveBody, {"approver": "ann"}, True),
+    (bodies.ApproveBody, {"approver": "a" * 129}, False),
+    (bodies.RejectBody, {"approver": "ann", "reason": "no", "scar": "minor"}, True),
+    (bodies.RejectBody, {"approver": "ann", "reason": "no", "scar": "mild"}, False),
+    (bodies.CancelBody, {}, True),
+    (bodies.ScarBody, {"severity": "fatal", "reason": "r", "by": None}, True),
+    (bodies.ScarBody, {"severity": "fatal", "reason": "r", "by": "system"}, False),
+    (bodies.TerminateBody, {"reason": "r", "by": "ann"}, True),
+    (bodies.TerminateBody, {"reason": "r"}, False),
+    (bodies.GrantBody, {"tool": "t", "by": "ann", "max_calls": 1, "ttl_secs": 60}, True),
+    (bodies.GrantBody, {"tool": "t", "by": "ann", "max_calls": 0}, False),
+    (bodies.GrantBody, {"tool": "t", "by": "ann", "input_match": []}, False),
+    (bodies.RevokeGrantBody, {"by": "ann", "reason": None}, True),
+    (bodies.CreateAgent, {"agent_id": "a-1", "policy": POLICY}, True),
+    (bodies.CreateAgent, {"agent_id": "a 1", "policy": POLICY}, False),
+]
+
+
+@pytest.mark.parametrize(("model", "body", "accepted"), AGREEMENT)
+def test_the_body_schemas_and_the_parser_agree(
+    doc: dict[str, Any], model: type[Any], body: dict[str, Any], accepted: bool
+) -> None:
+    name = {cls: name for name, cls in BODIES.items()}[model]
+    valid = _validator(doc, {"$ref": f"#/components/schemas/{name}"})
+    assert valid.is_valid(body) is accepted
+    try:
+        # As read_json hands it over: numbers as decimals, never floats.
+        bodies.parse_body(canonical.loads(orjson.dumps(body)), model)
+    except BadRequest:
+        assert not accepted
+    else:
+        assert accepted
 
 
 def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
