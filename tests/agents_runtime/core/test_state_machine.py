@@ -198,16 +198,22 @@ class AgentMachine(RuleBasedStateMachine):
     def approve(self, pick: int, note: str | None) -> None:
         self.try_ask(c.Approve(self.action_id(pick), "alice", note))
 
-    @precondition(lambda self: bool(live_state(self.registry).pending))
-    @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("ok")))
-    def approve_pending(self, pick: int, note: str | None) -> None:
+    def pending_pick(self, pick: int) -> tuple[str, bool]:
+        """A held action, and whether its approval deadline has passed: the
+        actor expires what is due before it runs the next command, so a
+        step on it then finds it no longer pending."""
         state = live_state(self.registry)
         action_id = list(state.pending)[pick % len(state.pending)]
         now = max(self.clock(), parse_ts(state.last_ts))
         due = {action.action_id for action, _ in expired_actions(state, now)}
+        return action_id, action_id in due
+
+    @precondition(lambda self: bool(live_state(self.registry).pending))
+    @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("ok")))
+    def approve_pending(self, pick: int, note: str | None) -> None:
+        action_id, due = self.pending_pick(pick)
         reply = self.try_ask(c.Approve(action_id, "alice", note))
-        if action_id in due:
-            # The actor expires what is due before it runs the approval.
+        if due:
             assert isinstance(reply, InvalidState), reply
             return
         assert reply["decision"] in ("allowed", "denied")
@@ -220,8 +226,11 @@ class AgentMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(live_state(self.registry).pending))
     @rule(pick=st.integers(0, 40), scar=st.one_of(st.none(), st.sampled_from(SCARS)))
     def reject_pending(self, pick: int, scar: str | None) -> None:
-        pending = list(live_state(self.registry).pending)
-        reply = self.ask(c.Reject(pending[pick % len(pending)], "bob", "no", scar))
+        action_id, due = self.pending_pick(pick)
+        reply = self.try_ask(c.Reject(action_id, "bob", "no", scar))
+        if due:
+            assert isinstance(reply, InvalidState), reply
+            return
         assert reply["reason"]["code"] == "rejected"
 
     @rule(pick=st.integers(0, 40), scar=st.one_of(st.none(), st.sampled_from(SEVERITIES)))
@@ -235,10 +244,13 @@ class AgentMachine(RuleBasedStateMachine):
         reason=st.one_of(st.none(), st.just("gave up")),
     )
     def cancel_pending(self, pick: int, role: str, reason: str | None) -> None:
+        action_id, due = self.pending_pick(pick)
         state = live_state(self.registry)
-        pending = list(state.pending)
         before = (state.remaining, state.actions_allowed, state.actions_denied, state.scar_score)
-        reply = self.ask(c.Cancel(pending[pick % len(pending)], role, reason))
+        reply = self.try_ask(c.Cancel(action_id, role, reason))
+        if due:
+            assert isinstance(reply, InvalidState), reply
+            return
         assert reply["status"] == "cancelled"
         state = live_state(self.registry)
         after = (state.remaining, state.actions_allowed, state.actions_denied, state.scar_score)
