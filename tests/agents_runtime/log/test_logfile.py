@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 
 from agents_runtime.errors import LogWriteError
-from agents_runtime.log.files.logfile import (
-    FileIO,
-    LogContents,
-    LogFile,
-    move_torn_tail,
-    read_log,
-    split_log,
-)
+from agents_runtime.log.files.logfile import FileIO, LogFile, move_torn_tail, read_log
+from agents_runtime.log.store import LogContents, split_log
 
 A = b'{"seq":0}'
 B = b'{"seq":1}'
