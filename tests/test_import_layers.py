@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -31,10 +29,6 @@ def test_the_layer_contracts_are_kept() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a cycle being fixed elsewhere: guardd app <-> openapi (the routes as blueprints)",
-)
 def test_no_module_is_in_an_import_cycle() -> None:
     result = _run(sys.executable, ROOT / ".ci" / "import_cycles.py")
     assert result.returncode == 0, result.stdout + result.stderr
