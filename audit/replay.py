@@ -34,13 +34,13 @@ from typing import Any
 import attrs
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.behaviour import HANDLERS, SYSTEM, expire_due
+from agents_runtime.core.behaviour import READS, SYSTEM, expire_due, run, run_steps
 from agents_runtime.core.policy import parse_policy
 from agents_runtime.core.state import AgentState, apply, expired_actions, parse_ts
 from agents_runtime.errors import AgentError, PolicyError
 from agents_runtime.log import canonical
 from agents_runtime.log.kinds import Kind
-from agents_runtime.log.record import SEALED_FIELDS, ZERO_HASH
+from agents_runtime.log.record import SEALED_FIELDS, ZERO_HASH, Sealed
 
 CHAIN_FIELDS = frozenset({"seq", "ts", "prev"}) | SEALED_FIELDS
 
@@ -237,6 +237,23 @@ def _continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
     return False
 
 
+class Folded:
+    """The records folded so far, by seq: the lines the behaviour reads back
+    (``behaviour.READS``) come from here, in their canonical form."""
+
+    def __init__(self) -> None:
+        self.by_seq: dict[int, dict[str, Any]] = {}
+
+    def add(self, record: dict[str, Any]) -> Sealed:
+        self.by_seq[record["seq"]] = record
+        return Sealed(record, canonical.dumps(record) + b"\n")
+
+    def lines(self, state: AgentState, command: Any) -> dict[int, bytes]:
+        reads = READS.get(type(command))
+        seqs = () if reads is None else reads(state, command)
+        return {seq: canonical.dumps(self.by_seq[seq]) for seq in seqs}
+
+
 class _Replayer:
     """Walks the log keeping the state on the policy's path: where the log
     departs from what the behaviour writes, the departure is reported and the
@@ -251,25 +268,26 @@ class _Replayer:
         self.index = 0  # next record of the log to compare or fold
         self.start = 0  # the record that started the current command
         self.overdue: set[str] = set()  # actions reported pending past their deadline
+        self.folded = Folded()
 
     def problem(self, record: dict[str, Any] | None, message: str) -> None:
         seq = record["seq"] if record is not None else self.records[-1]["seq"] + 1
         action_id = record.get("action_id") if record is not None else None
         self.problems.append(Problem(seq, action_id, message))
 
-    def fold(self) -> None:
+    def fold(self) -> Sealed:
         """Apply the next record of the log as it is."""
         record = self.records[self.index]
         apply(self.state, record)
-        self.state.records.add(record, b"")
         self.index += 1
+        return self.folded.add(record)
 
-    def fold_expected(self, expected: dict[str, Any], seq: int) -> None:
+    def fold_expected(self, expected: dict[str, Any], seq: int) -> Sealed:
         """Apply the record the behaviour would have written in place of the log's."""
         ts = self.records[self.start]["ts"]
         record = {**expected, "seq": seq, "ts": ts, "prev": ZERO_HASH, "hash": ZERO_HASH}
         apply(self.state, record)
-        self.state.records.add(record, b"")
+        return self.folded.add(record)
 
     def continuing(self) -> bool:
         """Whether the log's next record belongs to the command before it."""
@@ -328,9 +346,9 @@ class _Replayer:
             self._skip_command()
             return
         self.commands += 1
-        handler = HANDLERS[type(command)]
         try:
-            handler(self.state, self._emit, command, parse_ts(record["ts"]))
+            lines = self.folded.lines(self.state, command)
+            run(self.state, command, parse_ts(record["ts"]), lines, self._write)
         except AgentError as exc:
             # The behaviour refuses this command, before writing anything.
             self.problem(record, f"{describe(record)} would have been refused: {exc}")
@@ -349,7 +367,7 @@ class _Replayer:
     def _expiry(self, record: dict[str, Any], now: float) -> None:
         """The actor's timer at ``now``: expire_due must write these records."""
         self.commands += 1
-        expire_due(self.state, self._emit, now)
+        run_steps(expire_due(self.state, now), self._write)
         if self.index == self.start:
             self.problem(
                 record,
@@ -391,7 +409,7 @@ class _Replayer:
             if not self.continuing():
                 return
 
-    def _emit(self, expected: dict[str, Any]) -> None:
+    def _write(self, expected: dict[str, Any]) -> Sealed:
         index = self.index
         if index >= len(self.records):
             last = self.records[-1]["seq"]
@@ -400,13 +418,11 @@ class _Replayer:
                 f"the log ends after seq {last}; the policy would have written "
                 f"{describe(expected)} (the command was cut short, e.g. by a crash)",
             )
-            self.fold_expected(expected, last + 1)
-            return
+            return self.fold_expected(expected, last + 1)
         actual = self.records[index]
         expected = _as_written_then(expected, actual)
         if _text(fields_of(actual)) == _text(expected):
-            self.fold()
-            return
+            return self.fold()
         if index > self.start and actual["kind"] != expected["kind"] and not self.continuing():
             # The log goes on with the next command: the expected record is missing.
             self.problems.append(
@@ -417,11 +433,10 @@ class _Replayer:
                     f"the log goes on with {describe(actual)}",
                 )
             )
-            self.fold_expected(expected, actual["seq"])
-            return
+            return self.fold_expected(expected, actual["seq"])
         self.problem(actual, _difference(expected, fields_of(actual)))
         self.index += 1
-        self.fold_expected(expected, actual["seq"])
+        return self.fold_expected(expected, actual["seq"])
 
 
 def replay_records(records: list[dict[str, Any]]) -> Replay:

@@ -41,7 +41,7 @@ from typing import Any
 import attrs
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.behaviour import HANDLERS, expire_due
+from agents_runtime.core.behaviour import expire_due, run, run_steps
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
 from agents_runtime.core.state import AgentState, action_number, action_status, apply, parse_ts
 from agents_runtime.core.vocabulary import ActionStatus, Decision, ReasonCode
@@ -49,9 +49,9 @@ from agents_runtime.errors import AgentError, CanonicalError, PolicyError
 from agents_runtime.log import canonical
 from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.kinds import Kind
-from agents_runtime.log.record import ZERO_HASH, Head
+from agents_runtime.log.record import ZERO_HASH, Head, Sealed
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
-from audit.replay import command_for
+from audit.replay import Folded, command_for
 from audit.source import data_dir_agent_id, read_source, shown
 from audit.verification import verify_source, verify_text
 
@@ -162,22 +162,23 @@ class _Simulation:
     def __init__(self, genesis: dict[str, Any], candidate: Policy) -> None:
         self.state = AgentState(str(genesis.get("log_id", "")))
         self.written: list[dict[str, Any]] = []
+        self.folded = Folded()
         self.ts = genesis["ts"]
         self._fold(genesis)
-        self.emit({"kind": Kind.POLICY, "policy": policy_json(candidate)})
+        self.write({"kind": Kind.POLICY, "policy": policy_json(candidate)})
         self.unapproved_steps = 0
         self.outcomes_dropped = 0
 
-    def _fold(self, record: dict[str, Any]) -> None:
+    def _fold(self, record: dict[str, Any]) -> Sealed:
         apply(self.state, record)
-        self.state.records.add(record, b"")
+        return self.folded.add(record)
 
-    def emit(self, fields: dict[str, Any]) -> None:
+    def write(self, fields: dict[str, Any]) -> Sealed:
         head: Head = self.state.head
         record = {**fields, "seq": head.seq + 1, "ts": self.ts, "prev": head.hash}
         record["hash"] = ZERO_HASH
-        self._fold(record)
         self.written.append(record)
+        return self._fold(record)
 
     def run(self, record: dict[str, Any]) -> None:
         """Replay the step of the history that ``record`` starts, if any (the
@@ -185,7 +186,8 @@ class _Simulation:
         self.ts = record["ts"]
         now = parse_ts(record["ts"])
         state = self.state
-        expire_due(state, self.emit, now)  # the candidate's timeouts, on the history's clock
+        # The candidate's timeouts, on the history's clock.
+        run_steps(expire_due(state, now), self.write)
         command = command_for(record)
         if isinstance(command, str) or isinstance(command, c.SetPolicy):
             return
@@ -199,7 +201,7 @@ class _Simulation:
         elif isinstance(command, c.Terminate) and not state.alive:
             return
         try:
-            HANDLERS[type(command)](state, self.emit, command, now)
+            run(state, command, now, self.folded.lines(state, command), self.write)
         except AgentError:
             # A step the candidate's state refuses: it did not happen under the candidate.
             pass
@@ -224,7 +226,7 @@ def what_if(
             sim.run(record)
     if records:
         sim.ts = records[-1]["ts"]
-        expire_due(sim.state, sim.emit, parse_ts(records[-1]["ts"]))
+        run_steps(expire_due(sim.state, parse_ts(records[-1]["ts"])), sim.write)
     old = final_decisions(records)
     new = final_decisions(sim.written)
     requests = {r["action_id"]: r for r in records if r["kind"] == Kind.ACTION_REQUESTED}

@@ -2,7 +2,7 @@
 against raw PyNaCl verification of the same signatures on one core.
 
 The logs are written once with the real behaviour (``agents_runtime.core.behaviour``
-handlers emit records that are sealed, signed and folded exactly as the actor
+handlers yield records that are sealed, signed and folded exactly as the actor
 does) from a realistic mix of commands: allowed actions with and without
 idempotency keys, free tools, approvals, rejections, denials with scars,
 outcomes. They are cached under ``bench/.cache/`` (git-ignored) and reused.
@@ -48,7 +48,7 @@ import nacl.signing
 import orjson
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.behaviour import HANDLERS
+from agents_runtime.core.behaviour import READS, run
 from agents_runtime.core.policy import parse_policy, policy_json
 from agents_runtime.core.state import AgentState, apply, parse_ts
 from agents_runtime.core.vocabulary import Decision
@@ -56,7 +56,7 @@ from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer, load_keys
-from agents_runtime.log.record import SIGNING_PREFIX, genesis_fields, seal, timestamp
+from agents_runtime.log.record import SIGNING_PREFIX, Sealed, genesis_fields, seal, timestamp
 from bench.http_bench import wait_quiet
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -91,17 +91,20 @@ class LogBuilder:
         self.now = datetime(2025, 1, 6, 9, 0, tzinfo=UTC).timestamp() + rng.random() * 3600
         self.ts = timestamp(datetime.fromtimestamp(self.now, UTC))
 
-    def emit(self, fields: dict[str, Any]) -> None:
+    def emit(self, fields: dict[str, Any]) -> Sealed:
         sealed = seal(fields, prev=self.state.head, ts=self.ts, signer=self.signer)
         record = canonical.loads(sealed.line[:-1])
         apply(self.state, record)
-        self.state.records.add(record, sealed.line)
         self.lines.append(sealed.line)
+        return sealed
 
     def run(self, command: Any) -> Any:
         self.now += self.rng.uniform(0.05, 4.0)
         self.ts = timestamp(datetime.fromtimestamp(self.now, UTC))
-        reply = HANDLERS[type(command)](self.state, self.emit, command, parse_ts(self.ts))
+        reads = READS.get(type(command))
+        seqs = () if reads is None else reads(self.state, command)
+        lines = {seq: self.lines[seq][:-1] for seq in seqs}
+        reply = run(self.state, command, parse_ts(self.ts), lines, self.emit)
         if (
             isinstance(command, c.RequestAction | c.Approve)
             and reply["decision"] == Decision.ALLOWED

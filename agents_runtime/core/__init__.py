@@ -13,14 +13,14 @@ Public modules (``__all__``)::
     policy       the policy model and its strict parser
     commands     the commands an agent accepts (frozen, validated by guardd)
     state        agent state as a fold over its records (apply), and its views
-    behaviour    each command's handler (HANDLERS): checks, then records
+    behaviour    each command's handler: checks, then the records it yields
     validation   cattrs failures as messages that name the key path
 
 ``checks`` (the decision, in order) and ``grants`` (bounded grants) are
 used through ``behaviour`` and ``state``, not from outside.
 
 Where to add: a new command is a class in ``commands`` and its handler in
-``behaviour.HANDLERS`` (then the route in guardd that builds it, and
+``behaviour.WRITERS`` or ``behaviour.VIEWS`` (then the route in guardd that builds it, and
 ``audit/replay.py``'s ``command_for``); a new record kind starts in
 ``agents_runtime.log.kinds``, whose docstring lists every step; a new word
 of the domain goes in ``vocabulary``.

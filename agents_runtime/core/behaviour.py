@@ -1,16 +1,24 @@
 """What an agent does with each command: the behaviour, apart from the actor.
 
-Each handler checks the command against the state, then ``emit``s records.
-``emit`` seals a record, applies it to the state and queues it for the next
-group commit, so a handler that emits several records sees the effect of each
-before writing the next. The reply is sent by the actor once every record is
-on disk. Handlers do no I/O and read no clock (``now`` is the ``ts`` of the
-records they write).
+A command that writes has a handler that checks it against the state, then
+``yield``s the fields of each record to write, and returns the reply. The
+handler neither seals nor applies: whoever runs it (the actor, or ``audit
+replay``) seals each record, folds it into the state with ``apply``, and
+sends the ``Sealed`` record back into the generator, which goes on from
+there (a receipt quotes the lines it got back). So the state a handler reads
+changes only at a ``yield``, and only by the fold that replay runs too.
+
+A command that only reads has a view: a plain function of the state.
+
+Neither does I/O or reads a clock: ``now`` is the ``ts`` of the records a
+batch writes, and an earlier record a reply quotes (the first decision of an
+``Idempotency-Key`` repeat, a finished action's input) comes in ``lines``,
+read beforehand by the runtime from the store: ``READS`` says which.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from decimal import Decimal
 from typing import Any
 
@@ -22,16 +30,20 @@ from agents_runtime.core.policy import policy_json
 from agents_runtime.core.state import (
     Action,
     AgentState,
+    Lines,
     action_json,
     action_number,
     action_outcome,
+    action_reads,
     action_status,
     expired_actions,
     first_decision,
+    first_decision_reads,
+    parse_line,
     parse_ts,
     pending_json,
     receipt,
-    requested_record,
+    request_line,
     status_json,
 )
 from agents_runtime.core.vocabulary import (
@@ -53,9 +65,12 @@ from agents_runtime.errors import (
 )
 from agents_runtime.log.canonical import dumps
 from agents_runtime.log.kinds import Kind
-from agents_runtime.log.record import Head, timestamp_micros
+from agents_runtime.log.record import Sealed, timestamp_micros
 
-Emit = Callable[[dict[str, Any]], None]
+# A handler's generator: yields record fields, is sent each one sealed (and
+# folded), returns the reply.
+Steps = Generator[dict[str, Any], Sealed, Any]
+NO_LINES: Lines = {}
 SYSTEM = "system"
 OPERATOR = "operator"
 OUTCOME_SCARS: dict[str, Severity | None] = {
@@ -114,73 +129,74 @@ def _decided_how(held: Action) -> str:
 
 def add_scar(
     state: AgentState,
-    emit: Emit,
     severity: str,
     reason: str,
     action_id: str | None,
     by: str,
-) -> None:
+) -> Steps:
     fields: dict[str, Any] = {"kind": Kind.SCAR, "severity": severity, "reason": reason, "by": by}
     if action_id is not None:
         fields["action_id"] = action_id
-    emit(fields)
-    _terminate_if_due(state, emit, fatal=severity == Severity.FATAL)
+    yield fields
+    yield from _terminate_if_due(state, fatal=severity == Severity.FATAL)
 
 
-def _terminate_if_due(state: AgentState, emit: Emit, *, fatal: bool = False) -> None:
+def _terminate_if_due(state: AgentState, *, fatal: bool = False) -> Steps:
+    """After a scar or a new policy (folded): terminate an agent at its limit."""
     if not state.alive or state.policy is None:
         return
     if fatal:
-        emit({"kind": Kind.TERMINATED, "reason": TerminationReason.FATAL_SCAR, "by": SYSTEM})
+        yield {"kind": Kind.TERMINATED, "reason": TerminationReason.FATAL_SCAR, "by": SYSTEM}
     elif state.scar_score >= state.policy.scar_limit:
-        emit({"kind": Kind.TERMINATED, "reason": TerminationReason.SCAR_LIMIT, "by": SYSTEM})
+        yield {"kind": Kind.TERMINATED, "reason": TerminationReason.SCAR_LIMIT, "by": SYSTEM}
 
 
-def _terminate_if_exhausted(state: AgentState, emit: Emit, charge: Decimal) -> None:
+def _terminate_if_exhausted(remaining: Decimal, charge: Decimal, alive: bool) -> Steps:
     # Only a positive charge that brings remaining to exactly 0 terminates.
-    if state.remaining == ZERO and charge > ZERO and state.alive:
-        emit({"kind": Kind.TERMINATED, "reason": TerminationReason.BUDGET_EXHAUSTED, "by": SYSTEM})
+    if remaining == ZERO and charge > ZERO and alive:
+        yield {"kind": Kind.TERMINATED, "reason": TerminationReason.BUDGET_EXHAUSTED, "by": SYSTEM}
 
 
-def _denial_scar(state: AgentState, emit: Emit, action_id: str, reason: dict[str, Any]) -> None:
+def _denial_scar(state: AgentState, action_id: str, reason: dict[str, Any]) -> Steps:
     severity = DENY_SCARS[reason["code"]]
     if severity is not None:
-        add_scar(state, emit, severity, f"denied: {reason['code']}", action_id, SYSTEM)
+        yield from add_scar(state, severity, f"denied: {reason['code']}", action_id, SYSTEM)
 
 
-def _outcome_scar(
-    state: AgentState, emit: Emit, action_id: str, outcome: str, detail: str | None
-) -> None:
+def _outcome_scar(state: AgentState, action_id: str, outcome: str, detail: str | None) -> Steps:
     severity = OUTCOME_SCARS[outcome]
     if severity is not None:
         reason = f"outcome: {outcome}" + (f": {detail}" if detail else "")
-        add_scar(state, emit, severity, reason, action_id, SYSTEM)
+        yield from add_scar(state, severity, reason, action_id, SYSTEM)
 
 
 def conclude(
     state: AgentState,
-    emit: Emit,
     action_id: str,
     verdict: Verdict,
-    request: Head,
+    request: Sealed | dict[str, Any],
     *,
     approver: str | None = None,
     note: str | None = None,
     grant: str | None = None,
-) -> dict[str, Any]:
+) -> Steps:
     """Write the decision records for a verdict on the action whose
-    action_requested record is ``request``; return the decision object.
-    ``grant``: the grant an allowance draws on in place of an approval."""
+    action_requested record is ``request`` (as sealed, or folded); return
+    the decision object. ``grant``: the grant an allowance draws on in place
+    of an approval."""
     if verdict.decision == _ALLOWED:
+        charge = verdict.charge
+        remaining = state.remaining - charge
+        requested = request.record if isinstance(request, Sealed) else request
         fields: dict[str, Any] = {
             "kind": _ACTION_ALLOWED,
             "action_id": action_id,
-            "cost": verdict.charge,
-            "remaining": state.remaining - verdict.charge,
+            "cost": charge,
+            "remaining": remaining,
             # Tie the allowance to its agent and its very request, so the two
             # signed lines prove it on their own (a receipt, docs/receipts.md).
             "log_id": state.agent_id,
-            "request_hash": request.hash,
+            "request_hash": requested["hash"],
         }
         if approver is not None:
             fields["approved_by"] = approver
@@ -188,32 +204,32 @@ def conclude(
                 fields["note"] = note
         if grant is not None:
             fields["grant_id"] = grant
-        emit(fields)
+        allowed = yield fields
         decision = {
             "decision": _ALLOWED,
             "action_id": action_id,
-            "cost": verdict.charge,
-            "remaining": state.remaining,
-            "receipt": receipt(state, request.seq, state.head.seq),
+            "cost": charge,
+            "remaining": remaining,
+            "receipt": receipt(request_line(request), allowed.line[:-1]),
         }
         if grant is not None:
             decision["grant_id"] = grant
-        _terminate_if_exhausted(state, emit, verdict.charge)
+        yield from _terminate_if_exhausted(remaining, charge, state.alive)
         return decision
     if verdict.decision == _PENDING:
-        emit({"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge})
+        yield {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
         return {"decision": _PENDING, "action_id": action_id}
     reason = verdict.reason or {}
     denied: dict[str, Any] = {"kind": Kind.ACTION_DENIED, "action_id": action_id, "reason": reason}
     if approver is not None:
         denied["by"] = approver
-    emit(denied)
-    _denial_scar(state, emit, action_id, reason)
+    yield denied
+    yield from _denial_scar(state, action_id, reason)
     return {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
 
 
-def _same_request(state: AgentState, n: int, cmd: c.RequestAction) -> bool:
-    requested = requested_record(state, n)
+def _same_request(state: AgentState, n: int, cmd: c.RequestAction, lines: Lines) -> bool:
+    requested = parse_line(lines, state.action_seqs[n - 1])
     first = {
         "tool": requested["tool"],
         "input": requested["input"],
@@ -223,21 +239,33 @@ def _same_request(state: AgentState, n: int, cmd: c.RequestAction) -> bool:
     return dumps(first) == dumps(again)
 
 
-def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: float) -> Any:
-    if cmd.idempotency_key is not None:
-        earlier = state.idempotency.get(cmd.idempotency_key)
-        if earlier is not None:
-            if action_status(state, earlier) == _REQUESTED:
-                # Only a read-only or fenced guardd keeps a request a crash cut
-                # short undecided (it cannot write the decision).
-                raise AgentUnavailable(
-                    f"act-{earlier} was cut short by a crash and guardd cannot decide it now"
-                )
-            if not _same_request(state, earlier, cmd):
-                raise IdempotencyConflict(
-                    f"Idempotency-Key was first used for act-{earlier} with a different body"
-                )
-            return first_decision(state, earlier)
+def _repeated(state: AgentState, cmd: c.RequestAction) -> int | None:
+    """The number of the action an Idempotency-Key repeat names, if any."""
+    key = cmd.idempotency_key
+    return None if key is None else state.idempotency.get(key)
+
+
+def request_reads(state: AgentState, cmd: c.RequestAction) -> tuple[int, ...]:
+    earlier = _repeated(state, cmd)
+    if earlier is None or action_status(state, earlier) == _REQUESTED:
+        return ()
+    return first_decision_reads(state, earlier)
+
+
+def request_action(state: AgentState, cmd: c.RequestAction, now: float, lines: Lines) -> Steps:
+    earlier = _repeated(state, cmd)
+    if earlier is not None:
+        if action_status(state, earlier) == _REQUESTED:
+            # Only a read-only or fenced guardd keeps a request a crash cut
+            # short undecided (it cannot write the decision).
+            raise AgentUnavailable(
+                f"act-{earlier} was cut short by a crash and guardd cannot decide it now"
+            )
+        if not _same_request(state, earlier, cmd, lines):
+            raise IdempotencyConflict(
+                f"Idempotency-Key was first used for act-{earlier} with a different body"
+            )
+        return first_decision(state, earlier, lines)
     action_id = state.next_action_id
     verdict = decide(state, cmd.tool, cmd.cost, now)
     verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)
@@ -251,8 +279,8 @@ def request_action(state: AgentState, emit: Emit, cmd: c.RequestAction, now: flo
     }
     if cmd.idempotency_key is not None:
         fields["idempotency_key"] = cmd.idempotency_key
-    emit(fields)
-    return conclude(state, emit, action_id, verdict, state.head, grant=grant)
+    requested = yield fields
+    return (yield from conclude(state, action_id, verdict, requested, grant=grant))
 
 
 def _draw(
@@ -269,54 +297,58 @@ def _draw(
     return Verdict(_ALLOWED, verdict.charge), grant.grant_id
 
 
-def approve(state: AgentState, emit: Emit, cmd: c.Approve, now: float) -> Any:
+def approve(state: AgentState, cmd: c.Approve, now: float, lines: Lines) -> Steps:
     action = _pending(state, cmd.action_id)
     verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
-    request = Head(action.seq, state.records.get(action.seq)["hash"])
-    return conclude(
-        state, emit, action.action_id, verdict, request, approver=cmd.approver, note=cmd.note
+    return (
+        yield from conclude(
+            state,
+            action.action_id,
+            verdict,
+            action.request,
+            approver=cmd.approver,
+            note=cmd.note,
+        )
     )
 
 
-def reject(state: AgentState, emit: Emit, cmd: c.Reject, now: float) -> Any:
+def reject(state: AgentState, cmd: c.Reject, now: float, lines: Lines) -> Steps:
     action = _pending(state, cmd.action_id)
-    emit(
-        {
-            "kind": Kind.ACTION_REJECTED,
-            "action_id": action.action_id,
-            "by": cmd.approver,
-            "reason": cmd.reason,
-            "scar": cmd.scar,
-        }
-    )
+    yield {
+        "kind": Kind.ACTION_REJECTED,
+        "action_id": action.action_id,
+        "by": cmd.approver,
+        "reason": cmd.reason,
+        "scar": cmd.scar,
+    }
     if cmd.scar is not None:
-        add_scar(state, emit, cmd.scar, cmd.reason, action.action_id, cmd.approver)
+        yield from add_scar(state, cmd.scar, cmd.reason, action.action_id, cmd.approver)
     return {"decision": Decision.DENIED, "action_id": action.action_id, "reason": action.reason}
 
 
-def cancel(state: AgentState, emit: Emit, cmd: c.Cancel, now: float) -> Any:
+def cancel(state: AgentState, cmd: c.Cancel, now: float, lines: Lines) -> Steps:
     """The asker withdraws a pending action: never charged, no scar."""
     action = _pending(state, cmd.action_id)
     fields: dict[str, Any] = {"kind": Kind.ACTION_CANCELLED, "action_id": action.action_id}
     fields["by"] = cmd.role
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
-    emit(fields)
-    return action_json(state, _action(state, action.action_id))
+    yield fields
+    # A cancelled action is held and has no receipt: its view reads nothing.
+    return action_json(state, _action(state, action.action_id), NO_LINES)
 
 
-def expire_due(state: AgentState, emit: Emit, now: float) -> None:
+def expire_due(state: AgentState, now: float) -> Steps:
     """Write ``approval_expired`` for every pending action whose approval
     timeout has run out at ``now`` (oldest first). The actor runs this at the
     start of a batch whose ``now`` has reached its earliest deadline, before
     the batch's commands, so no command sees an action past its time."""
     for action, timeout in expired_actions(state, now):
-        emit(
-            {"kind": Kind.APPROVAL_EXPIRED, "action_id": action.action_id, "timeout_secs": timeout}
-        )
+        action_id = action.action_id
+        yield {"kind": Kind.APPROVAL_EXPIRED, "action_id": action_id, "timeout_secs": timeout}
 
 
-def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: float) -> Any:
+def report_outcome(state: AgentState, cmd: c.ReportOutcome, now: float, lines: Lines) -> Steps:
     if cmd.outcome == Outcome.HARMFUL and cmd.role != c.ADMIN:
         raise Forbidden("only the admin token may report a harmful outcome")
     n = _action(state, cmd.action_id)
@@ -334,42 +366,42 @@ def report_outcome(state: AgentState, emit: Emit, cmd: c.ReportOutcome, now: flo
     }
     if cmd.detail is not None:
         fields["detail"] = cmd.detail
-    emit(fields)
-    _outcome_scar(state, emit, cmd.action_id, cmd.outcome, cmd.detail)
+    yield fields
+    yield from _outcome_scar(state, cmd.action_id, cmd.outcome, cmd.detail)
     return status_json(state)
 
 
-def scar(state: AgentState, emit: Emit, cmd: c.AddScar, now: float) -> Any:
+def scar(state: AgentState, cmd: c.AddScar, now: float, lines: Lines) -> Steps:
     if cmd.action_id is not None:
         _action(state, cmd.action_id)
     # Without a name the record keeps the word it always had, so logs written
     # before operators could sign their scars read (and replay) the same.
     by = OPERATOR if cmd.by is None else cmd.by
-    add_scar(state, emit, cmd.severity, cmd.reason, cmd.action_id, by)
+    yield from add_scar(state, cmd.severity, cmd.reason, cmd.action_id, by)
     return status_json(state)
 
 
-def terminate(state: AgentState, emit: Emit, cmd: c.Terminate, now: float) -> Any:
+def terminate(state: AgentState, cmd: c.Terminate, now: float, lines: Lines) -> Steps:
     if not state.alive:
         raise AlreadyTerminated(
             f"agent {state.agent_id} is already terminated ({state.termination_reason})"
         )
-    emit({"kind": Kind.TERMINATED, "reason": cmd.reason, "by": cmd.by})
+    yield {"kind": Kind.TERMINATED, "reason": cmd.reason, "by": cmd.by}
     return status_json(state)
 
 
-def set_policy(state: AgentState, emit: Emit, cmd: c.SetPolicy, now: float) -> Any:
+def set_policy(state: AgentState, cmd: c.SetPolicy, now: float, lines: Lines) -> Steps:
     if not state.alive:
         raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
-    emit({"kind": Kind.POLICY, "policy": policy_json(cmd.policy)})
-    _terminate_if_due(state, emit)
+    yield {"kind": Kind.POLICY, "policy": policy_json(cmd.policy)}
+    yield from _terminate_if_due(state)
     # A shorter timeout applies at once: what it makes due expires now, in
     # the same write, not in a batch of its own at the same ts.
-    expire_due(state, emit, now)
+    yield from expire_due(state, now)
     return status_json(state)
 
 
-def issue_grant(state: AgentState, emit: Emit, cmd: c.IssueGrant, now: float) -> Any:
+def issue_grant(state: AgentState, cmd: c.IssueGrant, now: float, lines: Lines) -> Steps:
     if not state.alive:
         raise InvalidState(f"agent {state.agent_id} is terminated; it takes no grants")
     if cmd.expires_at is not None:
@@ -394,7 +426,7 @@ def issue_grant(state: AgentState, emit: Emit, cmd: c.IssueGrant, now: float) ->
     }
     if cmd.note is not None:
         fields["note"] = cmd.note
-    emit(fields)
+    yield fields
     return grant_json(state.grants[grant_id], now)
 
 
@@ -405,7 +437,7 @@ def _grant(state: AgentState, grant_id: str) -> Grant:
     return grant
 
 
-def revoke_grant(state: AgentState, emit: Emit, cmd: c.RevokeGrant, now: float) -> Any:
+def revoke_grant(state: AgentState, cmd: c.RevokeGrant, now: float, lines: Lines) -> Steps:
     grant = _grant(state, cmd.grant_id)
     if grant.revoked_by is not None:
         raise InvalidState(
@@ -414,33 +446,41 @@ def revoke_grant(state: AgentState, emit: Emit, cmd: c.RevokeGrant, now: float) 
     fields: dict[str, Any] = {"kind": Kind.GRANT_REVOKED, "grant_id": grant.grant_id, "by": cmd.by}
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
-    emit(fields)
+    yield fields
     return grant_json(grant, now)
 
 
-def list_grants(state: AgentState, emit: Emit, cmd: c.ListGrants, now: float) -> Any:
+# Views: commands that only read.
+
+
+def list_grants(state: AgentState, cmd: c.ListGrants, now: float, lines: Lines) -> Any:
     return {"grants": [grant_json(g, now) for g in state.grants.values()]}
 
 
-def get_status(state: AgentState, emit: Emit, cmd: c.GetStatus, now: float) -> Any:
+def get_status(state: AgentState, cmd: c.GetStatus, now: float, lines: Lines) -> Any:
     return status_json(state)
 
 
-def get_policy(state: AgentState, emit: Emit, cmd: c.GetPolicy, now: float) -> Any:
+def get_policy(state: AgentState, cmd: c.GetPolicy, now: float, lines: Lines) -> Any:
     # Every loaded agent has one: a log without its policy record is quarantined.
     assert state.policy is not None
     return policy_json(state.policy)
 
 
-def get_action(state: AgentState, emit: Emit, cmd: c.GetAction, now: float) -> Any:
-    return action_json(state, _action(state, cmd.action_id))
+def get_action_reads(state: AgentState, cmd: c.GetAction) -> tuple[int, ...]:
+    n = action_number(state, cmd.action_id)
+    return () if n is None else action_reads(state, n)
 
 
-def list_pending(state: AgentState, emit: Emit, cmd: c.ListPending, now: float) -> Any:
+def get_action(state: AgentState, cmd: c.GetAction, now: float, lines: Lines) -> Any:
+    return action_json(state, _action(state, cmd.action_id), lines)
+
+
+def list_pending(state: AgentState, cmd: c.ListPending, now: float, lines: Lines) -> Any:
     return {"pending": [pending_json(a, state) for a in state.pending.values()]}
 
 
-def finish_interrupted(state: AgentState, emit: Emit) -> None:
+def finish_interrupted(state: AgentState) -> Steps:
     """Write what a crash kept the last command from writing.
 
     A command's records reach the disk in one write, but a crash can cut that
@@ -463,23 +503,27 @@ def finish_interrupted(state: AgentState, emit: Emit) -> None:
         now = parse_ts(last["ts"])
         verdict = decide(state, last["tool"], requested_cost, now)
         verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
-        conclude(state, emit, last["action_id"], verdict, state.head, grant=grant)
+        yield from conclude(state, last["action_id"], verdict, last, grant=grant)
     elif kind == Kind.ACTION_ALLOWED:
-        _terminate_if_exhausted(state, emit, Decimal(last["cost"]))
+        yield from _terminate_if_exhausted(state.remaining, Decimal(last["cost"]), state.alive)
     elif kind == Kind.ACTION_DENIED:
-        _denial_scar(state, emit, last["action_id"], last["reason"])
+        yield from _denial_scar(state, last["action_id"], last["reason"])
     elif kind == Kind.ACTION_REJECTED and last["scar"] is not None:
-        add_scar(state, emit, last["scar"], last["reason"], last["action_id"], last["by"])
+        yield from add_scar(state, last["scar"], last["reason"], last["action_id"], last["by"])
     elif kind == Kind.OUTCOME:
-        _outcome_scar(state, emit, last["action_id"], last["outcome"], last.get("detail"))
+        yield from _outcome_scar(state, last["action_id"], last["outcome"], last.get("detail"))
     elif kind in (Kind.SCAR, Kind.POLICY):
         fatal = kind == Kind.SCAR and last["severity"] == Severity.FATAL
-        _terminate_if_due(state, emit, fatal=fatal)
+        yield from _terminate_if_due(state, fatal=fatal)
         if kind == Kind.POLICY:
-            expire_due(state, emit, parse_ts(last["ts"]))
+            yield from expire_due(state, parse_ts(last["ts"]))
 
 
-HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {
+Handler = Callable[[AgentState, Any, float, Lines], Any]
+Write = Callable[[dict[str, Any]], Sealed]
+
+# The commands that write: each handler is a generator (``Steps``).
+WRITERS: dict[type, Handler] = {
     c.RequestAction: request_action,
     c.Approve: approve,
     c.Reject: reject,
@@ -488,11 +532,41 @@ HANDLERS: dict[type, Callable[[AgentState, Emit, Any, float], Any]] = {
     c.AddScar: scar,
     c.Terminate: terminate,
     c.SetPolicy: set_policy,
+    c.IssueGrant: issue_grant,
+    c.RevokeGrant: revoke_grant,
+}
+# The commands that only read: each view returns its reply.
+VIEWS: dict[type, Handler] = {
     c.GetStatus: get_status,
     c.GetPolicy: get_policy,
     c.GetAction: get_action,
     c.ListPending: list_pending,
-    c.IssueGrant: issue_grant,
-    c.RevokeGrant: revoke_grant,
     c.ListGrants: list_grants,
 }
+# The commands whose reply may quote earlier records: the seqs of the lines
+# their handler needs in ``lines``, read from the store before it runs.
+READS: dict[type, Callable[[AgentState, Any], tuple[int, ...]]] = {
+    c.RequestAction: request_reads,
+    c.GetAction: get_action_reads,
+}
+
+
+def run_steps(steps: Steps, write: Write) -> Any:
+    """Run a writer's generator: ``write`` each record it yields (seal and
+    fold it), send the sealed record back, and return the reply."""
+    try:
+        fields = next(steps)
+        while True:
+            fields = steps.send(write(fields))
+    except StopIteration as done:
+        return done.value
+
+
+def run(state: AgentState, command: Any, now: float, lines: Lines, write: Write) -> Any:
+    """Run ``command`` on ``state``: a view, or a writer whose records go to
+    ``write``; its reply. ``lines`` holds what ``READS`` names for it."""
+    kind = type(command)
+    writer = WRITERS.get(kind)
+    if writer is not None:
+        return run_steps(writer(state, command, now, lines), write)
+    return VIEWS[kind](state, command, now, lines)

@@ -152,15 +152,3 @@ Command = (
     | ListGrants
     | GetLogView
 )
-WRITES = (
-    RequestAction,
-    Approve,
-    Reject,
-    Cancel,
-    ReportOutcome,
-    AddScar,
-    Terminate,
-    SetPolicy,
-    IssueGrant,
-    RevokeGrant,
-)

@@ -9,6 +9,7 @@ live state and the replayed state are the same by construction.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -19,9 +20,14 @@ from agents_runtime.core.grants import Grant, match_of
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import Policy, charge_for, parse_policy
 from agents_runtime.core.vocabulary import ActionStatus, Decision, Outcome, ReasonCode, Severity
+from agents_runtime.errors import LogReadError
+from agents_runtime.log.canonical import dumps, loads_trusted
 from agents_runtime.log.kinds import Kind, table
-from agents_runtime.log.record import Head, timestamp_micros
-from agents_runtime.log.recordstore import MemoryRecords, RecordStore
+from agents_runtime.log.record import Head, Sealed, timestamp_micros
+
+# Lines of earlier records by seq (canonical bytes, no newline): what a view
+# quotes, read from the store by the runtime before the view runs.
+Lines = Mapping[int, bytes]
 
 SCAR_WEIGHTS = {Severity.MINOR: 1, Severity.MODERATE: 3, Severity.SEVERE: 10, Severity.FATAL: 0}
 
@@ -97,6 +103,9 @@ class Action:
     # Seq of its action_allowed record when that record names its request
     # (log_id and request_hash): the second line of its receipt.
     receipt_seq: int | None = None
+    # Its action_requested record, as folded: an approval names its hash and
+    # quotes its line, with no read of the log. Only held actions keep it.
+    request: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 @attrs.define(slots=True)
@@ -160,8 +169,6 @@ class AgentState:
     # Set by the records that can bring the next approval expiry closer (a new
     # held action, a new policy); the actor recomputes its timer only then.
     expiry_dirty: bool = attrs.field(default=True, eq=False)
-    # Where earlier records are read back from; not state, so not compared.
-    records: RecordStore = attrs.field(factory=MemoryRecords, eq=False, repr=False)
 
     @property
     def budget(self) -> Decimal:
@@ -195,11 +202,6 @@ def action_status(state: AgentState, n: int) -> ActionStatus:
 
 def action_outcome(state: AgentState, n: int) -> Outcome | None:
     return _OUTCOMES[state.action_status[n - 1]]
-
-
-def requested_record(state: AgentState, n: int) -> dict[str, Any]:
-    """The action_requested record of action ``n``."""
-    return state.records.get(state.action_seqs[n - 1])
 
 
 def approval_deadline(state: AgentState, action: Action) -> float | None:
@@ -237,22 +239,48 @@ def _iso(seconds: float) -> str:
     return timestamp_micros(round(seconds * 1_000_000))
 
 
-def receipt(state: AgentState, request_seq: int, allowed_seq: int) -> list[str]:
+def parse_line(lines: Lines, seq: int) -> dict[str, Any]:
+    """The record at ``seq`` of ``lines`` (our own log's: verified when
+    loaded, or written by us). LogReadError if it is not that record: the
+    log changed under a running guardd, and the verify endpoint says how."""
+    try:
+        record = loads_trusted(lines[seq].decode())
+    except ValueError as exc:
+        raise LogReadError(f"the record at seq {seq} does not parse: {exc}") from exc
+    if not isinstance(record, dict) or record.get("seq") != seq:
+        raise LogReadError(f"the record at seq {seq} is not where it was")
+    return record
+
+
+def request_line(request: Sealed | dict[str, Any]) -> bytes:
+    """The line of an action_requested record, as sealed or as folded (a
+    record's line is its canonical form)."""
+    return request.line[:-1] if isinstance(request, Sealed) else dumps(request)
+
+
+def receipt(request: bytes, allowed: bytes) -> list[str]:
     """The receipt of an allowed action: the lines of its action_requested
     and action_allowed records, as they are in the log (docs/receipts.md)."""
-    line = state.records.line
-    return [line(request_seq).decode(), line(allowed_seq).decode()]
+    return [request.decode(), allowed.decode()]
 
 
-def first_decision(state: AgentState, n: int) -> dict[str, Any]:
+def first_decision_reads(state: AgentState, n: int) -> tuple[int, ...]:
+    """The seqs ``first_decision`` (and the repeat's body check) reads."""
+    seq = state.action_seqs[n - 1]
+    if f"act-{n}" in state.held:
+        return (seq,)
+    return (seq, seq + 1)
+
+
+def first_decision(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
     """The decision action ``n`` was first answered with (an Idempotency-Key
-    repeat answers with it again)."""
+    repeat answers with it again); ``lines`` holds ``first_decision_reads``."""
     action_id = f"act-{n}"
     if action_id in state.held:
         return {"decision": Decision.PENDING_APPROVAL, "action_id": action_id}
     # Decided at request time: the decision record follows action_requested.
     seq = state.action_seqs[n - 1]
-    record = state.records.get(seq + 1)
+    record = parse_line(lines, seq + 1)
     if record["kind"] == Kind.ACTION_ALLOWED:
         decision: dict[str, Any] = {
             "decision": Decision.ALLOWED,
@@ -263,7 +291,7 @@ def first_decision(state: AgentState, n: int) -> dict[str, Any]:
         if "grant_id" in record:
             decision["grant_id"] = record["grant_id"]
         if "request_hash" in record:  # older records give no receipt
-            decision["receipt"] = receipt(state, seq, seq + 1)
+            decision["receipt"] = receipt(lines[seq], lines[seq + 1])
         return decision
     return {"decision": Decision.DENIED, "action_id": action_id, "reason": record["reason"]}
 
@@ -354,6 +382,7 @@ def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
         requested_cost=q["requested_cost"],
         cost=Decimal(r["cost"]),
         held_at=parse_ts(r["ts"]),
+        request=q,
     )
     state.expiry_dirty = True
     state.held[action.action_id] = action
@@ -541,9 +570,20 @@ def scar_json(scar: Scar) -> dict[str, Any]:
     return out
 
 
-def action_json(state: AgentState, n: int) -> dict[str, Any]:
+def action_reads(state: AgentState, n: int) -> tuple[int, ...]:
+    """The seqs ``action_json`` reads: a held action's allowance (for its
+    receipt), or an action decided at request time and its decision."""
+    held = state.held.get(f"act-{n}")
+    if held is not None:
+        return () if held.receipt_seq is None else (held.receipt_seq,)
+    seq = state.action_seqs[n - 1]
+    return (seq,) if state.action_status[n - 1] == 0 else (seq, seq + 1)
+
+
+def action_json(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
     """GET .../actions/act-n: a held action from memory, any other from its
-    action_requested record and (if denied) the denial right after it."""
+    action_requested record and (if decided) the decision right after it;
+    ``lines`` holds ``action_reads``."""
     action_id = f"act-{n}"
     held = state.held.get(action_id)
     code = state.action_status[n - 1]
@@ -567,14 +607,14 @@ def action_json(state: AgentState, n: int) -> dict[str, Any]:
         if held.decided_at is not None:
             out["decided_at"] = held.decided_at
             if held.receipt_seq is not None:
-                out["receipt"] = receipt(state, held.seq, held.receipt_seq)
+                out["receipt"] = receipt(request_line(held.request), lines[held.receipt_seq])
         elif code == _PENDING_CODE:
             deadline = approval_deadline(state, held)
             if deadline is not None:
                 out["expires_at"] = _iso(deadline)
         return out
     seq = state.action_seqs[n - 1]
-    requested = state.records.get(seq)
+    requested = parse_line(lines, seq)
     out = {
         "action_id": action_id,
         "tool": requested["tool"],
@@ -585,14 +625,14 @@ def action_json(state: AgentState, n: int) -> dict[str, Any]:
         "requested_at": requested["ts"],
     }
     if code == _DENIED_CODE:
-        out["reason"] = state.records.get(seq + 1)["reason"]
+        out["reason"] = parse_line(lines, seq + 1)["reason"]
     elif code != 0:
         # Allowed (and perhaps completed since): the decision follows the request.
-        allowed = state.records.get(seq + 1)
+        allowed = parse_line(lines, seq + 1)
         if "grant_id" in allowed:
             out["grant_id"] = allowed["grant_id"]
         if "request_hash" in allowed:
-            out["receipt"] = receipt(state, seq, seq + 1)
+            out["receipt"] = receipt(lines[seq], lines[seq + 1])
     return out
 
 

@@ -17,7 +17,6 @@ Public modules (``__all__``)::
     checkpoint    checkpoint files: each agent's committed head beside its log
     store         the storage seam: LogStore and AgentLog protocols
     readback      reading a served log back: its records, its verification
-    recordstore   an agent's own records read back by seq
     files         the file store (a package of its own, above the rest of log)
 
 A module whose name starts with ``_`` is the layer's own (a fast path beside
@@ -39,7 +38,6 @@ __all__ = [
     "kinds",
     "readback",
     "record",
-    "recordstore",
     "store",
     "verify",
 ]

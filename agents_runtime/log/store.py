@@ -26,13 +26,16 @@ What the protocols ask of a store, and why:
 - ``LogStore.on_appended`` tells the runtime that another writer appended
   to a log, so that long-polls and reads on this node see it; a store with
   one writer never calls it.
-- Reads are blocking calls: the runtime makes them on worker threads or in
-  worker processes, never on the event loop.
+- ``AgentLog.lines`` reads a few earlier records by seq for a reply (a
+  finished action's view, the first decision of a repeated request), off
+  the event loop. The other reads are blocking calls: the runtime makes
+  them on worker threads or in worker processes, never on the event loop
+  while it serves requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -41,7 +44,6 @@ import attrs
 from agents_runtime.errors import CanonicalError, GuardError
 from agents_runtime.log import canonical
 from agents_runtime.log.record import Head
-from agents_runtime.log.recordstore import RecordStore
 
 # Told of each round made durable: its records, the seconds its writes took
 # (all batches) and the seconds of the flush that made them durable.
@@ -119,8 +121,10 @@ class AgentLog(Protocol):
         committed since, a write under way, or what someone else added."""
         ...
 
-    def records(self) -> RecordStore:
-        """A fresh read-back index of this log's records by seq, empty."""
+    async def lines(self, seqs: Sequence[int], upto: Committed) -> dict[int, bytes]:
+        """The lines (without their newline) of the committed records at
+        ``seqs``, read off the event loop: what a reply quotes of an earlier
+        record. LogReadError when one cannot be read."""
         ...
 
     def close(self) -> None: ...
@@ -157,10 +161,6 @@ class LogStore(Protocol):
 
     def size(self, agent_id: str) -> int:
         """About how many bytes the log holds (to plan parallel loading)."""
-        ...
-
-    def records(self, agent_id: str) -> RecordStore:
-        """A fresh read-back index of the log's records by seq."""
         ...
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> AgentLog:

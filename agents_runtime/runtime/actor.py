@@ -3,8 +3,13 @@ and its signer. Callers hold an ``AgentRef`` and ``ask`` it; commands go
 through a bounded mailbox, so all changes to one agent are serialized with no
 lock, and agents never wait for each other.
 
+The behaviour (``agents_runtime.core.behaviour``) decides; the actor does
+what it asks: it seals each record a handler yields, folds it, and sends it
+back to the handler; it reads from the store, off the event loop, the earlier
+lines a reply quotes (``READS``) before the handler runs.
+
 Group commit: the actor takes every command waiting in its mailbox, runs them
-in order (each one's records sealed and applied at once, so the next command
+in order (each one's records folded as they are yielded, so the next command
 sees them), appends all their records to its log in the store as one batch,
 and only once the store has made it durable answers every caller (the file
 store's committer makes the batches of every agent waiting at that moment
@@ -17,15 +22,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.behaviour import HANDLERS, expire_due, finish_interrupted
+from agents_runtime.core.behaviour import (
+    NO_LINES,
+    READS,
+    VIEWS,
+    WRITERS,
+    expire_due,
+    finish_interrupted,
+    run_steps,
+)
 from agents_runtime.core.state import (
     AgentState,
+    Lines,
     action_number,
     apply,
     next_deadline,
@@ -41,15 +55,13 @@ from agents_runtime.errors import (
     UnknownAction,
 )
 from agents_runtime.log.keys import Signer
-from agents_runtime.log.record import Head, seal, timestamp_micros
+from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
 from agents_runtime.log.store import AgentLog, Committed
 from agents_runtime.runtime.mailbox import Mailbox
 from agents_runtime.runtime.replay import replay
 
 log = logging.getLogger("agents_runtime.runtime.actor")
 
-
-_WRITES = frozenset(c.WRITES)
 
 READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
 MAILBOX_SIZE = 1024
@@ -62,7 +74,7 @@ def wall_clock() -> float:
     return time.time()
 
 
-def _refuse_write(fields: dict[str, Any]) -> None:
+def _refuse_write(fields: dict[str, Any]) -> Sealed:
     raise ReadOnly(READ_ONLY)
 
 
@@ -157,7 +169,9 @@ class AgentActor:
 
     # -- records -------------------------------------------------------------
 
-    def _emit(self, fields: dict[str, Any]) -> None:
+    def _write(self, fields: dict[str, Any]) -> Sealed:
+        """Seal a record a handler yields, fold it, queue its line for the
+        batch's commit."""
         assert self.signer is not None
         sealed = seal(fields, prev=self.state.head, ts=self._ts, signer=self.signer)
         # The record as sealed, not parsed back from its line: the same values
@@ -167,8 +181,8 @@ class AgentActor:
         state = self.state
         record = sealed.record
         apply(state, record)
-        state.records.add(record, sealed.line, written=False)
         self._buffer.append(sealed.line)
+        return sealed
 
     def _tick(self) -> float:
         """Read the clock for a batch: set ``_ts`` and return its value."""
@@ -187,26 +201,41 @@ class AgentActor:
 
     # -- commands ------------------------------------------------------------
 
-    def _handle(self, command: Any, now: float) -> Any:
+    def _handle(self, command: Any, now: float, lines: Lines) -> Any:
         kind = type(command)
-        handler = HANDLERS.get(kind)
-        if handler is None:
-            if kind is c.WatchAction:
-                return self._watch(command.action_id)
-            if kind is c.GetLogView:
-                # The committed head: records of this batch are not durable yet.
-                return LogView(self.log, self.committed, self.fenced is not None)
-            raise TypeError(f"not a command: {command!r}")
-        if kind in _WRITES:
+        writer = WRITERS.get(kind)
+        if writer is not None:
             if self.signer is None:
                 if kind is c.RequestAction and command.idempotency_key is not None:
                     # A retry of a request already decided is answered from
                     # the log, which needs no key; anything else would write.
-                    return handler(self.state, _refuse_write, command, now)
+                    return run_steps(writer(self.state, command, now, lines), _refuse_write)
                 raise ReadOnly(READ_ONLY)
             if self.fenced is not None:
                 raise AgentUnavailable(self.fenced)
-        return handler(self.state, self._emit, command, now)
+            return run_steps(writer(self.state, command, now, lines), self._write)
+        view = VIEWS.get(kind)
+        if view is not None:
+            return view(self.state, command, now, lines)
+        if kind is c.WatchAction:
+            return self._watch(command.action_id)
+        if kind is c.GetLogView:
+            # The committed head: records of this batch are not durable yet.
+            return LogView(self.log, self.committed, self.fenced is not None)
+        raise TypeError(f"not a command: {command!r}")
+
+    async def _lines(self, seqs: Sequence[int]) -> Lines:
+        """The lines at ``seqs``: those of this batch from memory, the
+        committed ones from the store (off the event loop)."""
+        committed = self.committed.head.seq
+        lines: dict[int, bytes] = {}
+        old = [seq for seq in seqs if seq <= committed]
+        if old:
+            lines.update(await self.log.lines(old, self.committed))
+        for seq in seqs:
+            if seq > committed:
+                lines[seq] = self._buffer[seq - committed - 1][:-1]
+        return lines
 
     @property
     def committed_head(self) -> Head:
@@ -273,7 +302,7 @@ class AgentActor:
             return
         self._ts = self.state.last_ts
         try:
-            finish_interrupted(self.state, self._emit)
+            run_steps(finish_interrupted(self.state), self._write)
         except Exception as exc:  # a signed last record no command of ours writes
             self._buffer.clear()
             self._fence(LogWriteError(f"cannot finish its last command: {exc!r}"))
@@ -310,7 +339,13 @@ class AgentActor:
                 continue
             assert future is not None
             try:
-                answers.append((future, self._handle(command, now)))
+                lines = NO_LINES
+                reads = READS.get(type(command))
+                if reads is not None:
+                    seqs = reads(self.state, command)
+                    if seqs:
+                        lines = await self._lines(seqs)
+                answers.append((future, self._handle(command, now, lines)))
             except AgentError as exc:
                 errors.append((future, exc))
             except Exception as exc:
@@ -345,13 +380,12 @@ class AgentActor:
             self._deadline = None
             self.state.expiry_dirty = False
             return
-        expire_due(self.state, self._emit, now)
+        run_steps(expire_due(self.state, now), self._write)
 
     def _committed(self, size: int) -> None:
         """A batch of ``size`` bytes is durable: its last record is the
         committed head (no record is sealed between the write's end and this)."""
         self.committed = Committed(self.state.head, self.committed.size + size)
-        self.state.records.written()
         self.moved.add(self.state.agent_id)
 
     def _fence(self, exc: LogWriteError) -> None:
@@ -361,12 +395,7 @@ class AgentActor:
             "it accepts no writes until guardd is restarted"
         )
         # The state ran ahead of the store: rebuild it from what was committed.
-        loaded = replay(
-            self.state.agent_id,
-            self.log.read(self.committed),
-            self.public_key,
-            records=self.log.records(),
-        )
+        loaded = replay(self.state.agent_id, self.log.read(self.committed), self.public_key)
         if loaded.state is not None:
             self.state = loaded.state
 

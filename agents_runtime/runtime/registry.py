@@ -329,7 +329,7 @@ class Registry:
             raise ReadOnly("guardd has no signing key (keys/audit.key): cannot create agents")
         self._creating.add(agent_id)
         try:
-            state = AgentState(agent_id, records=self.store.records(agent_id))
+            state = AgentState(agent_id)
             ts = timestamp_now(self.clock)
             lines = []
             for fields in (
@@ -339,7 +339,6 @@ class Registry:
                 sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
                 record = canonical.loads(sealed.line[:-1])
                 apply(state, record)
-                state.records.add(record, sealed.line)
                 lines.append(sealed.line)
             data = b"".join(lines)
             try:

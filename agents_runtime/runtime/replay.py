@@ -11,7 +11,6 @@ import attrs
 from agents_runtime.core.state import AgentState, apply
 from agents_runtime.errors import VerificationError
 from agents_runtime.log.keys import Signer
-from agents_runtime.log.recordstore import MemoryRecords, RecordStore
 from agents_runtime.log.store import LogContents, LogStore
 from agents_runtime.log.verify import ChainVerifier, Checkpoint, Failure
 
@@ -33,27 +32,20 @@ def replay(
     contents: LogContents,
     public_key: bytes,
     *,
-    records: RecordStore | None = None,
     signer: Signer | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> Loaded:
-    """Verify and fold ``contents``. The state reads records back through
-    ``records`` (a store's index of the same log), or from memory without
-    one; ``signer`` (the key's holder) makes checking signatures cheaper;
-    the log must reach ``checkpoint`` unchanged."""
+    """Verify and fold ``contents``. ``signer`` (the key's holder) makes
+    checking signatures cheaper; the log must reach ``checkpoint`` unchanged."""
     lines = contents.lines
     verifier = ChainVerifier(
         public_key=public_key, log_id=agent_id, signer=signer, checkpoint=checkpoint
     )
-    if records is None:
-        records = MemoryRecords()
-    state = AgentState(agent_id, records=records)
-    feed, add = verifier.feed, records.add
+    state = AgentState(agent_id)
+    feed = verifier.feed
     try:
         for line in lines:
-            record = feed(line)
-            apply(state, record)
-            add(record, line + b"\n")
+            apply(state, feed(line))
         if verifier.count:
             verifier.finish()  # the checkpoint reached, a policy record present
     except VerificationError as exc:
@@ -81,7 +73,6 @@ def load(
         agent_id,
         store.read(agent_id),
         public_key,
-        records=store.records(agent_id),
         signer=signer,
         checkpoint=checkpoint,
     )

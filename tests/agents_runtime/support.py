@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -168,14 +168,22 @@ def live_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
     return registry.actors[agent_id].state
 
 
-def snapshot(state: AgentState) -> dict[str, Any]:
-    """Everything observable about an agent, as canonical JSON text."""
+def log_lines(path: Path) -> dict[int, bytes]:
+    """Every line of a log file by seq: what the views may quote."""
+    return dict(enumerate(path.read_bytes().splitlines()))
+
+
+def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
+    """Everything observable about an agent, as canonical JSON text; ``lines``
+    are its log's (the views quote them)."""
     numbers = range(1, state.action_count + 1)
     view = {
         "status": status_json(state),
-        "actions": [action_json(state, n) for n in numbers],
+        "actions": [action_json(state, n, lines) for n in numbers],
         "pending": [pending_json(a) for a in state.pending.values()],
-        "first_decisions": [first_decision(state, n) for n in numbers if n_decided(state, n)],
+        "first_decisions": [
+            first_decision(state, n, lines) for n in numbers if n_decided(state, n)
+        ],
         "tool_calls": state.tool_calls,
         "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
         "idempotency": state.idempotency,
@@ -206,7 +214,9 @@ def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
 
 
 def assert_replay_matches(registry: Registry, agent_id: str = AGENT) -> None:
-    assert snapshot(replayed_state(registry, agent_id)) == snapshot(live_state(registry, agent_id))
+    lines = log_lines(registry.store.path(agent_id))
+    live = snapshot(live_state(registry, agent_id), lines)
+    assert snapshot(replayed_state(registry, agent_id), lines) == live
 
 
 def load_log(path: Path, agent_id: str, public_key: bytes) -> Loaded:

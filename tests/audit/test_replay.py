@@ -579,14 +579,15 @@ def test_a_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 async def test_replayed_state_equals_the_state_the_service_rebuilds(log: Path) -> None:
-    from tests.agents_runtime.support import load_log, snapshot
+    from tests.agents_runtime.support import load_log, log_lines, snapshot
 
     result = replay_records(read(log))
     loaded = load_log(log, AGENT, TEST_PUBLIC_KEY)
     assert result.ok
     assert result.state is not None
     assert loaded.state is not None
-    assert snapshot(result.state) == snapshot(loaded.state)
+    lines = log_lines(log)
+    assert snapshot(result.state, lines) == snapshot(loaded.state, lines)
 
 
 def test_an_empty_record_list_replays_to_nothing() -> None:

@@ -11,6 +11,7 @@ Public modules (``__all__``)::
     datadir     the data directory's layout: keys, logs, checkpoints, agent IDs
     logfile     one log file: torn-tail detection, durable appends
     committer   one writer thread making every actor's batches durable per round
+    lineindex   where each line starts, learnt on the first read back by seq
     lock        one owner per data directory (flock)
     faults      fault injection for the reliability tests (TEST-ONLY)
 
@@ -19,4 +20,4 @@ writes durable in ``committer``/``logfile``. A second store is not added
 here: it is a sibling package of this one (see ``agents_runtime.log``).
 """
 
-__all__ = ["committer", "datadir", "faults", "lock", "logfile", "store"]
+__all__ = ["committer", "datadir", "faults", "lineindex", "lock", "logfile", "store"]

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from agents_runtime.errors import AgentExists, LogWriteError
+from agents_runtime.errors import AgentExists, LogReadError, LogWriteError
 from agents_runtime.log.files.committer import Committer
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.lineindex import LineIndex
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
-from agents_runtime.log.recordstore import FileRecords
 from agents_runtime.log.store import CommitObserver, Committed, LogContents, Scan, split_log
 
 READ_ONLY = "read-only"
@@ -27,7 +27,7 @@ class FileAgentLog:
     """One agent's log file, opened for appends (or not, when ``logfile`` is
     None: guardd has no signing key and never writes)."""
 
-    __slots__ = ("_committer", "_read_to", "agent_id", "logfile", "path", "size")
+    __slots__ = ("_committer", "_index", "_read_to", "agent_id", "logfile", "path", "size")
 
     def __init__(
         self,
@@ -45,6 +45,7 @@ class FileAgentLog:
         # Where the last read_after stopped (seq, byte after it), so that a
         # reader following the log (webhooks) reads each line once.
         self._read_to = (-1, 0)
+        self._index: LineIndex | None = None  # made by the first lines()
 
     async def append(self, data: bytes, after: Committed) -> None:
         if self.logfile is None:
@@ -71,8 +72,19 @@ class FileAgentLog:
             fh.seek(upto.size)
             return fh.read()
 
-    def records(self) -> FileRecords:
-        return FileRecords(self.path)
+    async def lines(self, seqs: Sequence[int], upto: Committed) -> dict[int, bytes]:
+        # Only the agent's actor calls this, one call at a time: the index
+        # needs no lock.
+        return await asyncio.to_thread(self._lines, seqs, upto.size)
+
+    def _lines(self, seqs: Sequence[int], size: int) -> dict[int, bytes]:
+        if self._index is None:
+            self._index = LineIndex()
+        try:
+            with self.path.open("rb") as fh:
+                return self._index.read(fh, self.path.name, seqs, size)
+        except OSError as exc:
+            raise LogReadError(f"cannot read {self.path.name}: {exc}") from exc
 
     def close(self) -> None:
         if self.logfile is not None:
@@ -122,9 +134,6 @@ class FileStore:
             return self.path(agent_id).stat().st_size
         except OSError:
             return 0  # read() will say what is wrong with it
-
-    def records(self, agent_id: str) -> FileRecords:
-        return FileRecords(self.path(agent_id))
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> FileAgentLog:
         path = self.path(agent_id)

@@ -38,6 +38,7 @@ from tests.agents_runtime.support import (
     FakeClock,
     allowed_ids,
     live_state,
+    log_lines,
     policy,
     replayed_state,
     snapshot,
@@ -144,7 +145,8 @@ class AgentMachine(RuleBasedStateMachine):
         result = replay_records(records)
         assert result.ok, [str(p) for p in result.problems]
         assert result.state is not None
-        assert snapshot(result.state) == snapshot(live_state(self.registry))
+        lines = dict(enumerate(path.read_bytes().splitlines()))
+        assert snapshot(result.state, lines) == snapshot(live_state(self.registry), lines)
         stamps = [r["ts"] for r in records]
         assert stamps == sorted(stamps)
 
@@ -297,14 +299,15 @@ class AgentMachine(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         state = live_state(self.registry)
-        before = snapshot(state)
+        before = snapshot(state, log_lines(self.data_dir.log_path(AGENT)))
         now = max(self.clock(), parse_ts(state.last_ts))
         due = [action.action_id for action, _ in expired_actions(state, now)]
         length = len(self.data_dir.log_path(AGENT).read_bytes().splitlines())
         self.run(self.registry.stop())
         self.registry = self._open()
         if not due:
-            assert snapshot(live_state(self.registry)) == before
+            after = snapshot(live_state(self.registry), log_lines(self.data_dir.log_path(AGENT)))
+            assert after == before
             return
         # What fell due while stopped is expired first, and nothing else written.
         lines = self.data_dir.log_path(AGENT).read_bytes().splitlines()[length:]
@@ -317,8 +320,9 @@ class AgentMachine(RuleBasedStateMachine):
 
     @invariant()
     def replayed_state_equals_live_state(self) -> None:
-        live = snapshot(live_state(self.registry))
-        assert snapshot(replayed_state(self.registry)) == live
+        lines = log_lines(self.data_dir.log_path(AGENT))
+        live = snapshot(live_state(self.registry), lines)
+        assert snapshot(replayed_state(self.registry), lines) == live
 
 
 AgentMachine.TestCase.settings = settings(

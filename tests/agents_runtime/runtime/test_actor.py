@@ -139,7 +139,8 @@ async def test_1000_concurrent_requests_with_budget_for_100_allow_exactly_100(
     assert loaded.failure is None
     assert loaded.state is not None
     assert loaded.state.head.seq == 1 + 1000 * 2 + 1  # genesis, policy, 2 per request, terminated
-    assert snapshot(loaded.state) == snapshot(registry.actors[AGENT].state)
+    lines = dict(enumerate(loaded.contents.lines))
+    assert snapshot(loaded.state, lines) == snapshot(registry.actors[AGENT].state, lines)
     records = [r for r in (_parse(line) for line in loaded.contents.lines)]
     assert replay_records(records).ok
     # group commit: far fewer write+fsync batches than commands

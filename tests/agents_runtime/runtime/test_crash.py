@@ -119,7 +119,8 @@ def check_acknowledged(ack: dict[str, Any], state: AgentState, lines: list[bytes
     n = action_number(state, ack.get("action_id", ""))
     if command == "RequestAction":
         assert n is not None, ack
-        assert first_decision(state, n)["decision"] == ack["decision"], ack
+        decision = first_decision(state, n, dict(enumerate(lines)))
+        assert decision["decision"] == ack["decision"], ack
     elif command == "Approve":
         assert n is not None, ack
         expected = ("allowed", "completed") if ack["decision"] == "allowed" else ("denied",)

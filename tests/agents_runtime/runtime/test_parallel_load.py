@@ -17,7 +17,14 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime import registry as registry_module
 from agents_runtime.runtime.registry import LoadSummary, Registry
-from tests.agents_runtime.support import D, FakeClock, policy, running_registry, snapshot
+from tests.agents_runtime.support import (
+    D,
+    FakeClock,
+    log_lines,
+    policy,
+    running_registry,
+    snapshot,
+)
 
 GOOD = [f"good-{i}" for i in range(7)]
 TAMPERED, TORN, NO_NEWLINE, BAD_APPLY = "tampered", "torn", "no-newline", "bad-apply"
@@ -135,7 +142,8 @@ def _assert_parallel_matches(damaged_dir: Path, tmp_path: Path) -> None:
     assert many.quarantined == one.quarantined
     assert set(many.actors) == set(one.actors)
     for agent_id, actor in one.actors.items():
-        assert snapshot(many.actors[agent_id].state) == snapshot(actor.state)
+        lines = log_lines(one.store.path(agent_id))
+        assert snapshot(many.actors[agent_id].state, lines) == snapshot(actor.state, lines)
         assert many.actors[agent_id].committed.size == actor.committed.size
     assert _files(parallel) == _files(alone)
     for registry in (one, many):

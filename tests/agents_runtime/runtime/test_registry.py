@@ -26,6 +26,7 @@ from tests.agents_runtime.support import (
     TEST_PUBLIC_KEY,
     TEST_SIGNER,
     FakeClock,
+    log_lines,
     policy,
     running_agent,
     running_registry,
@@ -114,12 +115,12 @@ async def test_a_restart_rebuilds_the_same_state(tmp_path: Path) -> None:
         await agent.ask(c.RequestAction("read"))
         await agent.ask(c.RequestAction("send"))
         await agent.ask(c.AddScar("minor", "x"))
-        before = snapshot(agent.state)
+        before = snapshot(agent.state, log_lines(agent.path))
     registry = loaded_registry(tmp_path)
     summary = registry.load()
     try:
         assert (summary.loaded, summary.quarantined, summary.torn) == (1, {}, [])
-        assert snapshot(registry.actors[AGENT].state) == before
+        assert snapshot(registry.actors[AGENT].state, log_lines(agent.path)) == before
     finally:
         close(registry)
 
