@@ -229,7 +229,8 @@ def conclude(
 
 
 def _same_request(state: AgentState, n: int, cmd: c.RequestAction, lines: Lines) -> bool:
-    requested = parse_line(lines, state.action_seqs[n - 1])
+    held = state.held.get(f"act-{n}")
+    requested = held.request if held is not None else parse_line(lines, state.action_seqs[n - 1])
     first = {
         "tool": requested["tool"],
         "input": requested["input"],

@@ -86,14 +86,13 @@ _ACTION_REQUESTED = Kind.ACTION_REQUESTED  # compared per decision record folded
 class Action:
     """An action held for approval: kept whole while it can still change
     (pending) and once decided, since operators, not agents, set their pace.
-    Actions decided at request time keep a status byte and a seq only."""
+    Actions decided at request time keep a status byte and a seq only.
 
-    action_id: str
-    seq: int  # seq of its action_requested record
-    requested_at: str
-    tool: str
-    input: Any
-    requested_cost: Decimal | None
+    What was asked is its ``action_requested`` record, kept as folded: an
+    approval names its hash and a receipt quotes its line, with no read of
+    the log, and the request's fields are read from it."""
+
+    request: dict[str, Any]
     cost: Decimal  # the charge (recomputed when an approval re-runs the checks)
     held_at: float = 0.0  # ts of its approval_required record: expiry counts from it
     reason: dict[str, Any] | None = None  # deny (or cancel) reason object
@@ -103,9 +102,31 @@ class Action:
     # Seq of its action_allowed record when that record names its request
     # (log_id and request_hash): the second line of its receipt.
     receipt_seq: int | None = None
-    # Its action_requested record, as folded: an approval names its hash and
-    # quotes its line, with no read of the log. Only held actions keep it.
-    request: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+
+    @property
+    def action_id(self) -> str:
+        return self.request["action_id"]  # type: ignore[no-any-return]
+
+    @property
+    def seq(self) -> int:
+        """The seq of its action_requested record."""
+        return self.request["seq"]  # type: ignore[no-any-return]
+
+    @property
+    def requested_at(self) -> str:
+        return self.request["ts"]  # type: ignore[no-any-return]
+
+    @property
+    def tool(self) -> str:
+        return self.request["tool"]  # type: ignore[no-any-return]
+
+    @property
+    def input(self) -> Any:
+        return self.request["input"]
+
+    @property
+    def requested_cost(self) -> Decimal | None:
+        return self.request["requested_cost"]  # type: ignore[no-any-return]
 
 
 @attrs.define(slots=True)
@@ -265,10 +286,11 @@ def receipt(request: bytes, allowed: bytes) -> list[str]:
 
 
 def first_decision_reads(state: AgentState, n: int) -> tuple[int, ...]:
-    """The seqs ``first_decision`` (and the repeat's body check) reads."""
-    seq = state.action_seqs[n - 1]
+    """The seqs ``first_decision`` (and the repeat's body check) reads: none
+    for a held action, whose request is in memory."""
     if f"act-{n}" in state.held:
-        return (seq,)
+        return ()
+    seq = state.action_seqs[n - 1]
     return (seq, seq + 1)
 
 
@@ -373,17 +395,7 @@ def _just_requested(state: AgentState, r: dict[str, Any]) -> dict[str, Any]:
 def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
     n = _number(state, r)
     q = _just_requested(state, r)
-    action = Action(
-        action_id=q["action_id"],
-        seq=q["seq"],
-        requested_at=q["ts"],
-        tool=q["tool"],
-        input=q["input"],
-        requested_cost=q["requested_cost"],
-        cost=Decimal(r["cost"]),
-        held_at=parse_ts(r["ts"]),
-        request=q,
-    )
+    action = Action(request=q, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
     state.expiry_dirty = True
     state.held[action.action_id] = action
     state.pending[action.action_id] = action

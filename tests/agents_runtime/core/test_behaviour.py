@@ -137,3 +137,14 @@ def test_a_refused_command_yields_nothing() -> None:
         driver.run(c.Approve("act-1", "alice"))
     assert driver.state.head == head
     assert isinstance(head, Head)
+
+
+def test_an_idempotency_key_repeat_of_a_held_request_reads_nothing() -> None:
+    driver = Driver()
+    first = driver.run(c.RequestAction("send", {"to": "ops"}, idempotency_key="k"))
+    again = c.RequestAction("send", {"to": "ops"}, idempotency_key="k")
+    assert b.READS[c.RequestAction](driver.state, again) == ()
+    assert b.run(driver.state, again, NOW, b.NO_LINES, driver.write) == first
+    other = c.RequestAction("send", {"to": "dev"}, idempotency_key="k")
+    with pytest.raises(IdempotencyConflict):
+        b.run(driver.state, other, NOW, b.NO_LINES, driver.write)
