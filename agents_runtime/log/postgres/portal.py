@@ -9,6 +9,7 @@ no request waits on, with a pool of their own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -34,10 +35,9 @@ class Portal:
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
         if cleanup is not None and self._thread.is_alive():
-            try:
+            # Closing: a cleanup that fails leaves nothing more to do.
+            with contextlib.suppress(Exception):
                 self.call(cleanup, timeout=5)
-            except Exception:  # noqa: BLE001 - closing: nothing more to do about it
-                pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():

@@ -232,9 +232,17 @@ class PgStore:
         # with a bounded poll as the fallback for a lost notification.
         self._appended.append(callback)
 
+    async def aclose(self) -> None:
+        """Close the serving pool, from the loop that made it."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.terminate()  # every actor has stopped: nothing is in flight
+            loop = self._pool_loop
+            if loop is not None and not loop.is_closed():
+                self._pool.terminate()  # every actor has stopped: nothing is in flight
             self._pool = None
         portal, pool = self._portal, self._portal_pool
         self._portal = self._portal_pool = None
