@@ -1,6 +1,6 @@
 """The PostgreSQL store's schema: versioned, created and upgraded by guardd.
 
-A draft: the PostgreSQL store itself will build on ``agents_runtime.log.store``.
+Used by the store beside it (store.py).
 
 Every node runs ``ensure_schema`` at start. It works in one transaction under
 a transaction-scoped advisory lock, so two nodes starting at once on an empty
