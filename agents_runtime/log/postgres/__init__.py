@@ -1,6 +1,6 @@
 """The PostgreSQL store: every agent's log as rows of one table, shared by
-any number of guardd nodes. WORK IN PROGRESS on this branch: not wired into
-guardd, and the runtime does not handle ``HeadMoved`` yet.
+any number of guardd nodes (``guardd --store postgresql://...``). Imported
+only when such a store is asked for: the file store needs no driver.
 
 Above the rest of ``agents_runtime.log`` as ``files/`` is: it may import any
 of it (and ``agents_runtime.errors``), nothing of ``core`` or ``runtime``.

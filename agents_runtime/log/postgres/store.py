@@ -1,11 +1,6 @@
 """PostgreSQL as a ``LogStore``: the lines of every agent's log as rows of
 ``guard_logs`` (schema.py), exactly the bytes the file store writes.
 
-WORK IN PROGRESS (branch only): what is here appends, reads and creates
-against a real server; the runtime's side (``HeadMoved`` handling, catch-up
-on ``on_appended``, reads that are never stale, 503 on an unreachable
-database) and guardd's ``--store`` are still to come.
-
 - ``append`` inserts a batch in one transaction, one multi-row INSERT of
   ``unnest`` arrays (measured faster than one INSERT per line). The primary
   key ``(agent_id, seq)`` makes a batch that follows a head another node has
@@ -21,17 +16,24 @@ database) and guardd's ``--store`` are still to come.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
+import attrs
 
-from agents_runtime.errors import AgentExists, LogReadError, LogWriteError
+from agents_runtime.errors import AgentExists, KeyFileError, LogReadError, LogWriteError
 from agents_runtime.log.postgres.portal import Portal
-from agents_runtime.log.postgres.schema import NOTIFY_CHANNEL
+from agents_runtime.log.postgres.schema import (
+    META_AUDIT_PUBLIC_KEY,
+    META_TOKEN_KEY_FINGERPRINT,
+    NOTIFY_CHANNEL,
+    ensure_schema,
+)
 from agents_runtime.log.store import CommitObserver, Committed, HeadMoved, LogContents, Scan
 
 _INSERT = (
@@ -39,6 +41,18 @@ _INSERT = (
     " select $1, s, l from unnest($2::bigint[], $3::bytea[]) as t(s, l)"
 )
 _READ = "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3 order by seq"
+_NEWER = "select line from guard_logs where agent_id = $1 and seq > $2 order by seq"
+# What a lost or refused connection, a restarting server or a timeout raise.
+DB_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # e.g. a connection reset while released to its pool
+    OSError,
+    asyncio.TimeoutError,
+)
+LISTEN_RETRY = 1.0  # seconds between attempts to listen again
+CONNECT_TIMEOUT = 5.0  # seconds to open a connection
+COMMAND_TIMEOUT = 10.0  # seconds a statement may take before the caller is answered 503
 
 
 def masked(url: str) -> str:
@@ -53,6 +67,18 @@ def masked(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+async def _pool(url: str, size: int) -> asyncpg.Pool:
+    # No floor of idle connections: asyncpg would keep trying to restore it
+    # (logging a traceback each time) while the server is down.
+    return await asyncpg.create_pool(
+        url,
+        min_size=0,
+        max_size=size,
+        timeout=CONNECT_TIMEOUT,
+        command_timeout=COMMAND_TIMEOUT,
+    )
+
+
 def _lines_of(data: bytes) -> list[bytes]:
     lines = data.split(b"\n")
     if lines.pop() != b"":
@@ -62,6 +88,8 @@ def _lines_of(data: bytes) -> list[bytes]:
 
 class PgAgentLog:
     """One agent's rows, held by its actor."""
+
+    shared = True
 
     def __init__(self, store: PgStore, agent_id: str, size: int, *, writable: bool) -> None:
         self._store = store
@@ -75,9 +103,9 @@ class PgAgentLog:
         lines = _lines_of(data)
         first = after.head.seq + 1
         seqs = list(range(first, first + len(lines)))
-        pool = await self._store.serving_pool()
         started = time.perf_counter()
         try:
+            pool = await self._store.serving_pool()
             async with pool.acquire() as conn, conn.transaction():
                 await conn.execute(_INSERT, self.agent_id, seqs, lines)
                 await conn.execute(
@@ -85,22 +113,33 @@ class PgAgentLog:
                 )
         except asyncpg.UniqueViolationError as exc:
             raise HeadMoved(f"log {self.agent_id} has moved past seq {after.head.seq}") from exc
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            # TODO: a commit whose outcome is unknown (the connection lost
-            # during COMMIT) must be resolved by reading seq ``first`` back.
-            raise LogWriteError(f"appending to {self.agent_id} failed: {exc}") from exc
+        except DB_ERRORS as exc:
+            # Perhaps committed (the connection lost during COMMIT): the
+            # actor reads the rows back (newer) before it answers anyone.
+            raise LogWriteError(f"appending to {self.agent_id} failed: {_why(exc)}") from exc
         self.size += len(data)
         self._store.committed(len(lines), time.perf_counter() - started)
 
+    async def newer(self, after: Committed) -> list[bytes]:
+        try:
+            pool = await self._store.serving_pool()
+            rows = await pool.fetch(_NEWER, self.agent_id, after.head.seq)
+        except DB_ERRORS as exc:
+            raise LogReadError(f"reading the log of {self.agent_id} failed: {_why(exc)}") from exc
+        return [bytes(row["line"]) for row in rows]
+
     async def lines(self, seqs: Sequence[int], upto: Committed) -> dict[int, bytes]:
-        pool = await self._store.serving_pool()
-        rows = await pool.fetch(
-            "select seq, line from guard_logs"
-            " where agent_id = $1 and seq = any($2::bigint[]) and seq <= $3",
-            self.agent_id,
-            list(seqs),
-            upto.head.seq,
-        )
+        try:
+            pool = await self._store.serving_pool()
+            rows = await pool.fetch(
+                "select seq, line from guard_logs"
+                " where agent_id = $1 and seq = any($2::bigint[]) and seq <= $3",
+                self.agent_id,
+                list(seqs),
+                upto.head.seq,
+            )
+        except DB_ERRORS as exc:
+            raise LogReadError(f"reading the log of {self.agent_id} failed: {_why(exc)}") from exc
         found = {row["seq"]: bytes(row["line"]) for row in rows}
         for seq in seqs:
             if seq not in found:
@@ -121,8 +160,48 @@ class PgAgentLog:
         pass
 
 
+T = TypeVar("T")
+
+
+class KeyMismatch(KeyFileError):
+    """This node's keys are not those the store's logs were written with."""
+
+
+@attrs.frozen
+class RecordedKeys:
+    """What a store records of the keys its logs are written with."""
+
+    public_key_hex: str | None
+    token_fingerprint: str | None
+    has_agents: bool
+
+
+def token_fingerprint(token_key: bytes) -> str:
+    """A fingerprint of ``token.key`` that says whether two nodes hold the
+    same key without giving it away (SHA-256 of a random 32-byte key)."""
+    return hashlib.sha256(b"guard token.key fingerprint\n" + token_key).hexdigest()
+
+
+async def _recorded(pool: asyncpg.Pool) -> RecordedKeys:
+    rows = await pool.fetch(
+        "select key, value from guard_meta where key = any($1::text[])",
+        [META_AUDIT_PUBLIC_KEY, META_TOKEN_KEY_FINGERPRINT],
+    )
+    meta = {row["key"]: row["value"] for row in rows}
+    agents = await pool.fetchval("select exists (select 1 from guard_agents)")
+    return RecordedKeys(
+        meta.get(META_AUDIT_PUBLIC_KEY), meta.get(META_TOKEN_KEY_FINGERPRINT), bool(agents)
+    )
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
 class PgStore:
     """The logs of every agent in one PostgreSQL database."""
+
+    shared = True
 
     def __init__(self, url: str, *, checkpoint_dir: Path, max_connections: int = 8) -> None:
         self.url = url
@@ -135,6 +214,7 @@ class PgStore:
         self._portal_pool: asyncpg.Pool | None = None
         self._observers: list[CommitObserver] = []
         self._appended: list[Callable[[str, int], None]] = []
+        self._listener: asyncio.Task[None] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (PgStore, (self.url,), {"_checkpoint_dir": self._checkpoint_dir})
@@ -153,19 +233,70 @@ class PgStore:
             self._pool_lock, self._pool_loop, self._pool = asyncio.Lock(), loop, None
         async with self._pool_lock:
             if self._pool is None:
-                self._pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self._max)
+                self._pool = await _pool(self.url, self._max)
         return self._pool
 
-    def _blocking(self, query: str, *args: Any) -> list[asyncpg.Record]:
+    def _call(self, fn: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+        """Run ``fn(pool)`` on the portal's loop with its own pool (blocking)."""
         if self._portal is None:
             self._portal = Portal()
 
-        async def fetch() -> list[asyncpg.Record]:
+        async def run() -> T:
             if self._portal_pool is None:
-                self._portal_pool = await asyncpg.create_pool(self.url, min_size=1, max_size=2)
-            return list(await self._portal_pool.fetch(query, *args))
+                self._portal_pool = await _pool(self.url, 2)
+            return await fn(self._portal_pool)
 
-        return self._portal.call(fetch)
+        try:
+            return self._portal.call(run)
+        except DB_ERRORS as exc:
+            raise LogReadError(f"reading {masked(self.url)} failed: {_why(exc)}") from exc
+
+    def _blocking(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        async def fetch(pool: asyncpg.Pool) -> list[asyncpg.Record]:
+            return list(await pool.fetch(query, *args))
+
+        return self._call(fetch)
+
+    # -- the database and its keys --------------------------------------------
+
+    def prepare(self) -> RecordedKeys:
+        """Create or upgrade the schema (blocking), and say which keys the
+        store has recorded (none on a new database)."""
+
+        async def run(pool: asyncpg.Pool) -> RecordedKeys:
+            async with pool.acquire() as conn:
+                await ensure_schema(conn)
+            return await _recorded(pool)
+
+        return self._call(run)
+
+    def adopt_keys(self, public_key_hex: str, token_fingerprint: str) -> None:
+        """Record this node's keys when the store has none; KeyMismatch when
+        it has others (nothing is written then)."""
+
+        async def run(pool: asyncpg.Pool) -> RecordedKeys:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute(
+                    "insert into guard_meta (key, value) values ($1, $2), ($3, $4)"
+                    " on conflict (key) do nothing",
+                    META_AUDIT_PUBLIC_KEY,
+                    public_key_hex,
+                    META_TOKEN_KEY_FINGERPRINT,
+                    token_fingerprint,
+                )
+            return await _recorded(pool)
+
+        recorded = self._call(run)
+        if recorded.public_key_hex != public_key_hex:
+            raise KeyMismatch(
+                f"this node's audit public key {public_key_hex} is not the store's"
+                f" {recorded.public_key_hex}"
+            )
+        if recorded.token_fingerprint != token_fingerprint:
+            raise KeyMismatch(
+                f"this node's token.key (fingerprint {token_fingerprint}) is not the store's"
+                f" (fingerprint {recorded.token_fingerprint})"
+            )
 
     def fetch_lines(self, agent_id: str, after: int, upto: int) -> list[bytes]:
         return [bytes(row["line"]) for row in self._blocking(_READ, agent_id, after, upto)]
@@ -201,8 +332,8 @@ class PgStore:
 
     async def create(self, agent_id: str, data: bytes) -> PgAgentLog:
         lines = _lines_of(data)
-        pool = await self.serving_pool()
         try:
+            pool = await self.serving_pool()
             async with pool.acquire() as conn, conn.transaction():
                 await conn.execute(
                     "insert into guard_agents (agent_id, log_id) values ($1, $1)", agent_id
@@ -213,8 +344,8 @@ class PgStore:
                 )
         except asyncpg.UniqueViolationError as exc:
             raise AgentExists(f"agent {agent_id} already exists") from exc
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise LogWriteError(f"creating the log of {agent_id} failed: {exc}") from exc
+        except DB_ERRORS as exc:
+            raise LogWriteError(f"creating the log of {agent_id} failed: {_why(exc)}") from exc
         return PgAgentLog(self, agent_id, len(data), writable=True)
 
     def make_durable(self, agent_ids: Iterable[str]) -> None:
@@ -228,17 +359,53 @@ class PgStore:
             observer(records, seconds, 0.0)
 
     def on_appended(self, callback: Callable[[str, int], None]) -> None:
-        # TODO: LISTEN on NOTIFY_CHANNEL (a connection of the serving loop),
-        # with a bounded poll as the fallback for a lost notification.
+        """Call ``callback(agent_id, seq)`` for each batch any node commits
+        (this one's too), heard on ``NOTIFY_CHANNEL``; from the running loop."""
         self._appended.append(callback)
+        if self._listener is None:
+            self._listener = asyncio.get_running_loop().create_task(
+                self._listen(), name="store-listen"
+            )
+
+    async def _listen(self) -> None:
+        """LISTEN on a connection of its own, connected again after a loss.
+        A notification lost meanwhile only delays a long-poll: those poll."""
+        while True:
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
+                lost = asyncio.Event()
+                conn.add_termination_listener(lambda _, lost=lost: lost.set())
+                await conn.add_listener(NOTIFY_CHANNEL, self._notified)
+                await lost.wait()
+            except DB_ERRORS:
+                pass
+            finally:
+                if conn is not None:
+                    conn.terminate()
+            await asyncio.sleep(LISTEN_RETRY)
+
+    def _notified(self, conn: object, pid: int, channel: str, payload: object) -> None:
+        agent_id, _, seq = str(payload).rpartition(" ")
+        if not seq.isdigit():
+            return
+        for callback in self._appended:
+            callback(agent_id, int(seq))
 
     async def aclose(self) -> None:
         """Close the serving pool, from the loop that made it."""
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()  # called on its loop (the registry's stop)
+            self._listener = None
         if self._pool is not None:
             loop = self._pool_loop
             if loop is not None and not loop.is_closed():
