@@ -21,6 +21,7 @@ The tree::
         ├── ReadOnly                       no signing key           (read_only)
         ├── Quarantined                    log failed verification  (quarantined)
         ├── AgentUnavailable               fenced after a write failure (internal)
+        ├── StoreUnavailable               a shared store is unreachable; try again (unavailable)
         ├── LogReadError                   a record of its log cannot be read back (internal)
         └── ShuttingDown                   guardd is stopping; try again (unavailable)
 """
@@ -109,6 +110,14 @@ class Quarantined(AgentError):
 
 class AgentUnavailable(AgentError):
     code = "internal"
+
+
+class StoreUnavailable(AgentError):
+    """A shared store (PostgreSQL) could not be read or written just now;
+    nothing was answered from a stale state and nothing was left half done:
+    a client may retry (503)."""
+
+    code = "unavailable"
 
 
 class LogReadError(AgentError):

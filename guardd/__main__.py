@@ -12,17 +12,18 @@ import socket
 import sys
 import time
 from collections.abc import Coroutine
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
-from agents_runtime.errors import DataDirError, GuardError, KeyFileError
+from agents_runtime.errors import DataDirError, GuardError, KeyFileError, LogReadError
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.faults import FaultSpecError, io_for_from_env
 from agents_runtime.log.files.lock import DataDirLock
 from agents_runtime.log.files.store import FileStore
+from agents_runtime.log.store import LogStore
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
@@ -31,6 +32,9 @@ from guardd.limits import return_large_buffers_to_the_system
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
 from guardd.webhooks import WebhookConfig, Webhooks, parse_secret
+
+if TYPE_CHECKING:
+    from agents_runtime.log.postgres.store import PgStore
 
 log = logging.getLogger("guardd")
 
@@ -46,7 +50,16 @@ GC_FULL_EVERY = 10.0  # seconds
 def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
     """Open the data directory and load every agent. Returns the admin-token source."""
     data_dir = DataDir(settings.data_dir)
-    ring = data_dir.prepare()
+    store: LogStore
+    if settings.store is not None:
+        from agents_runtime.log.postgres.store import token_fingerprint
+
+        pg = open_pg_store(settings.store, data_dir)
+        ring = data_dir.prepare(may_create_keys=False)
+        pg.adopt_keys(ring.public_key_hex, token_fingerprint(ring.token_key))
+        store = pg
+    else:
+        ring = data_dir.prepare()
     if settings.admin_token is not None:
         admin, source = settings.admin_token, "GUARD_ADMIN_TOKEN"
     elif ring.admin_token:
@@ -56,16 +69,44 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
-    try:
-        # GUARD_TEST_FAULTS: test-only fault injection (see agents_runtime/log/files/faults.py).
-        io_for = io_for_from_env(os.environ)
-    except FaultSpecError as exc:
-        raise SettingsError(str(exc)) from None
-    store = FileStore(data_dir, io_for=io_for)
+    if settings.store is None:
+        try:
+            # GUARD_TEST_FAULTS: test-only fault injection (see agents_runtime/log/files/faults.py).
+            io_for = io_for_from_env(os.environ)
+        except FaultSpecError as exc:
+            raise SettingsError(str(exc)) from None
+        store = FileStore(data_dir, io_for=io_for)
     registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source
+
+
+def open_pg_store(url: str, data_dir: DataDir) -> PgStore:
+    """The PostgreSQL store at ``url``, its schema current, and this node's
+    keys: created only on a new database (every node of a store holds a copy
+    of the same keys/); KeyFileError when the store's logs need keys this
+    node lacks. Imported here: the file store needs no database driver."""
+    from agents_runtime.log.postgres.schema import SchemaError
+    from agents_runtime.log.postgres.store import PgStore, masked
+
+    store = PgStore(url, checkpoint_dir=data_dir.checkpoints_dir)
+    try:
+        recorded = store.prepare()
+    except (LogReadError, SchemaError) as exc:
+        store.close()
+        raise DataDirError(f"cannot use the store {masked(url)}: {exc}") from None
+    keys = data_dir.keys_dir
+    has_keys = (keys / "audit.key").exists() or (keys / "audit.pub").exists()
+    if recorded.public_key_hex is None and not recorded.has_agents:
+        data_dir.create_keys()  # a new database: this node's keys become the store's
+    elif not has_keys:
+        store.close()
+        raise KeyFileError(
+            f"this node has no keys in {keys} and the store's logs are signed by"
+            f" {recorded.public_key_hex}: give it a copy of keys/ from a node of this store"
+        )
+    return store
 
 
 def print_startup(
@@ -80,6 +121,8 @@ def print_startup(
         f"admin token: from {source}",
         f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined",
     ]
+    if settings.store is not None:  # the file store is the data dir's agents/
+        lines.insert(3, f"store: {guard.registry.store.describe()}")
     for agent_id, failure in sorted(summary.quarantined.items()):
         lines.append(f"quarantined: {agent_id}: {quarantine_message(failure)}")
     for agent_id in summary.torn:
@@ -330,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         try:
             guard, summary, source = build(settings)
-        except (SettingsError, KeyFileError, DataDirError, OSError) as exc:
+        except (SettingsError, KeyFileError, DataDirError, LogReadError, OSError) as exc:
             for listening in (sock, metrics_sock):
                 if listening is not None:
                     listening.close()

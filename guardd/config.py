@@ -18,6 +18,7 @@ LOG_FORMATS = ("text", "json")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
 MIN_ADMIN_TOKEN = 32
+STORE_SCHEMES = ("postgresql://", "postgres://")
 
 
 @attrs.frozen
@@ -35,6 +36,8 @@ class Settings:
     webhook_secret: str | None = None  # --webhook-secret, GUARD_WEBHOOK_SECRET: whsec_<base64>
     webhook_format: str = "standard"  # --webhook-format, GUARD_WEBHOOK_FORMAT
     public_url: str | None = None  # --public-url, GUARD_PUBLIC_URL: the console as operators see it
+    # --store, GUARD_STORE: a postgresql:// URL; None keeps the logs in files in data_dir
+    store: str | None = None
     # --checkpoint-dir, GUARD_CHECKPOINT_DIR; <data-dir>/checkpoints without them
     checkpoint_dir: Path = attrs.field(
         default=attrs.Factory(lambda self: self.data_dir / "checkpoints", takes_self=True)
@@ -103,6 +106,16 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "GUARD_DATA_DIR",
         DEFAULT_DATA_DIR,
         "directory of keys and agent logs (one guardd per data dir)",
+    )
+    _option(
+        parser,
+        "--store",
+        env,
+        "GUARD_STORE",
+        None,
+        "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB: keep the logs in PostgreSQL, "
+        "shared by any number of guardd nodes (none: files in the data dir)",
+        metavar="URL",
     )
     _option(parser, "--certfile", env, "GUARD_CERTFILE", None, "TLS certificate (PEM): serve HTTPS")
     _option(parser, "--keyfile", env, "GUARD_KEYFILE", None, "TLS private key (PEM) of --certfile")
@@ -195,6 +208,9 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     keyfile = Path(args.keyfile) if args.keyfile else None
     if (certfile is None) != (keyfile is None):
         raise SettingsError("--certfile and --keyfile go together: give both or neither")
+    store = args.store or None
+    if store is not None and not store.startswith(STORE_SCHEMES):
+        raise SettingsError("--store must be a postgresql:// URL (none keeps the logs in files)")
     token = env.get("GUARD_ADMIN_TOKEN") or None
     if token is not None:
         check_admin_token(token, "GUARD_ADMIN_TOKEN")
@@ -234,6 +250,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         webhook_secret=args.webhook_secret,
         webhook_format=args.webhook_format,
         public_url=args.public_url,
+        store=store,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 

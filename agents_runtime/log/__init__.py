@@ -18,13 +18,14 @@ Public modules (``__all__``)::
     store         the storage seam: LogStore and AgentLog protocols
     readback      reading a served log back: its records, its verification
     files         the file store (a package of its own, above the rest of log)
+    postgres      the PostgreSQL store, shared by several guardd nodes (likewise)
 
 A module whose name starts with ``_`` is the layer's own (a fast path beside
 the readable reference it must equal): imported only from inside ``log`` and
 from its tests.
 
-Where to add: a new store is a sub-package here beside ``files/`` (say
-``postgres/``), implementing ``store.LogStore``; it may import the rest of
+Where to add: a new store is a sub-package here beside ``files/`` and
+``postgres/``, implementing ``store.LogStore``; it may import the rest of
 log, and the rest of log never imports it. A new record kind starts in
 ``kinds.py``.
 """
@@ -36,6 +37,7 @@ __all__ = [
     "ids",
     "keys",
     "kinds",
+    "postgres",
     "readback",
     "record",
     "store",

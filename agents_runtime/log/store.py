@@ -23,9 +23,16 @@ What the protocols ask of a store, and why:
   waiting at one moment durable with one flush (its committer); a database
   commits each batch in one transaction. Either way ``append`` returns only
   once the batch is durable.
+- A store with several writers says so (``AgentLog.shared``). The actor of
+  a shared log reads what the other writers appended (``newer``) before each
+  batch, verifies it and folds it: so a read never answers from a state
+  older than a write another node acknowledged. A write that fails on a
+  shared store leaves nothing half-written (a transaction committed or did
+  not), so the agent is not fenced: its state is rebuilt from the store and
+  the callers are told to retry.
 - ``LogStore.on_appended`` tells the runtime that another writer appended
-  to a log, so that long-polls and reads on this node see it; a store with
-  one writer never calls it.
+  to a log, so that long-polls on this node wake at once; a store with one
+  writer never calls it.
 - ``AgentLog.lines`` reads a few earlier records by seq for a reply (a
   finished action's view, the first decision of a repeated request), off
   the event loop. The other reads are blocking calls: the runtime makes
@@ -100,12 +107,19 @@ class AgentLog(Protocol):
 
     agent_id: str
     size: int  # bytes of the log when it was opened or created
+    shared: bool  # other writers (guardd nodes) may append to it
 
     async def append(self, data: bytes, after: Committed) -> None:
         """Make ``data`` (whole lines, the records that follow ``after``)
         durable. LogWriteError when it is not (the agent must be fenced:
         what reached the store is unknown); HeadMoved when another writer
         appended after ``after`` (nothing was written)."""
+        ...
+
+    async def newer(self, after: Committed) -> list[bytes]:
+        """The lines (without their newline) other writers committed after
+        ``after``, read off the event loop; always empty for a store with
+        one writer. LogReadError when the store cannot be read."""
         ...
 
     def read(self, upto: Committed) -> LogContents:
@@ -138,6 +152,8 @@ class Scan:
 
 class LogStore(Protocol):
     """Where the logs of every agent are kept."""
+
+    shared: bool  # other writers (guardd nodes) may create and append logs
 
     def describe(self) -> str:
         """Where the store is, for the startup banner (no secrets)."""

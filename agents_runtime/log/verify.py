@@ -127,6 +127,20 @@ class ChainVerifier:
         self._key_bytes = bytes(self._verify_key) if self._verify_key is not None else None
         self._key_hex = public_key.hex() if public_key else None
 
+    @classmethod
+    def following(
+        cls, head: Head, *, public_key: bytes, log_id: str, signer: Signer | None = None
+    ) -> ChainVerifier:
+        """A verifier of the lines that follow ``head`` in a log verified up
+        to it: what another writer appended to a shared store. A failure
+        names the line as it stands in the whole log."""
+        verifier = cls(public_key=public_key, log_id=log_id, signer=signer)
+        verifier.head = head
+        verifier.log_id = log_id
+        verifier.first_seq = 0
+        verifier.count = head.seq + 1
+        return verifier
+
     @property
     def public_key_hex(self) -> str | None:
         return self._key_hex

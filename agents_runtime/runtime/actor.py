@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -49,21 +49,29 @@ from agents_runtime.core.state import (
 from agents_runtime.errors import (
     AgentError,
     AgentUnavailable,
+    LogReadError,
     LogWriteError,
+    Quarantined,
     ReadOnly,
     ShuttingDown,
+    StoreUnavailable,
     UnknownAction,
+    VerificationError,
 )
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
-from agents_runtime.log.store import AgentLog, Committed
+from agents_runtime.log.store import AgentLog, Committed, HeadMoved, LogContents
+from agents_runtime.log.verify import ChainVerifier
 from agents_runtime.runtime.mailbox import Mailbox
-from agents_runtime.runtime.replay import replay
+from agents_runtime.runtime.replay import Loaded, quarantine_message, replay
 
 log = logging.getLogger("agents_runtime.runtime.actor")
 
 
 READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
+UNREACHABLE = "the store cannot be reached just now; nothing was written: try again"
+CONTENDED = "other guardd nodes kept writing to this agent's log; nothing was written: try again"
+MAX_TRIES = 8  # decisions of one batch on a shared store before it gives up (503)
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
 
@@ -97,7 +105,12 @@ class _Stop:
     pass
 
 
-_STOP = _Stop()
+_STOP = _Stop()  # finish the mailbox, then end
+_POKE = _Stop()  # a batch with no command: read what other writers appended
+
+Batch = list[tuple[Any, asyncio.Future[Any] | None]]
+Answers = list[tuple[asyncio.Future[Any], Any]]
+Errors = list[tuple[asyncio.Future[Any], BaseException]]
 
 
 class AgentRef:
@@ -156,6 +169,11 @@ class AgentActor:
         self.mailbox: Mailbox[tuple[Any, asyncio.Future[Any] | None]] = Mailbox(MAILBOX_SIZE)
         self.stopping = False
         self.fenced: str | None = None
+        # A shared store: the state may be ahead of the store (a write that
+        # failed or was refused) and is rebuilt before the next batch; a
+        # record another writer appended that fails verification quarantines.
+        self.stale = False
+        self.quarantine: str | None = None
         self._buffer: list[bytes] = []
         self._ts = ""
         self._watchers: dict[str, list[asyncio.Future[None]]] = {}
@@ -318,24 +336,51 @@ class AgentActor:
         )
         try:
             await self.log.append(data, self.committed)
+        except HeadMoved:
+            self.stale = True  # another node finished it, or wrote on
         except LogWriteError as exc:
-            self._fence(exc)
+            if self.log.shared:
+                self.stale = True  # nothing half-written: the next batch reads back
+            else:
+                self._fence(exc)
         else:
             self._committed(len(data))
 
     async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
-        answers: list[tuple[asyncio.Future[Any], Any]] = []
-        errors: list[tuple[asyncio.Future[Any], BaseException]] = []
-        stop = False
+        if self.log.shared:
+            return await self._run_shared_batch(batch)
         # One clock reading a batch: its records are committed together, and
         # formatting a ts per command cost ~3 us of the actor's ~20.
-        now = self._tick()
+        answers, errors, stop = await self._decide(batch, self._tick())
+        if self._buffer:
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            try:
+                await self.log.append(data, self.committed)
+            except LogWriteError as exc:
+                self._fence(exc)
+                failure = AgentUnavailable(self.fenced or "log write failed")
+                errors = [(f, failure) for f, _ in answers + errors]
+                answers = []
+            else:
+                self._committed(len(data))
+        self._answer(answers, errors)
+        return stop
+
+    async def _decide(self, batch: Batch, now: float) -> tuple[Answers, Errors, bool]:
+        """Run the batch's commands in order, each seeing the records of those
+        before it; their records wait in ``_buffer`` for the commit."""
+        answers: Answers = []
+        errors: Errors = []
+        stop = False
         deadline = self._deadline
         if deadline is not None and now >= deadline:
             self._expire(now)
         for command, future in batch:
             if command is _STOP:
                 stop = True
+                continue
+            if command is _POKE:
                 continue
             assert future is not None
             try:
@@ -351,18 +396,9 @@ class AgentActor:
             except Exception as exc:
                 log.exception("agent %s: command %r failed", self.state.agent_id, command)
                 errors.append((future, exc))
-        if self._buffer:
-            data = b"".join(self._buffer)
-            self._buffer.clear()
-            try:
-                await self.log.append(data, self.committed)
-            except LogWriteError as exc:
-                self._fence(exc)
-                failure = AgentUnavailable(self.fenced or "log write failed")
-                errors = [(f, failure) for f, _ in answers + errors]
-                answers = []
-            else:
-                self._committed(len(data))
+        return answers, errors, stop
+
+    def _answer(self, answers: Answers, errors: Errors) -> None:
         for future, result in answers:
             if not future.done():  # done: its caller was cancelled
                 future.set_result(result)
@@ -370,7 +406,138 @@ class AgentActor:
             if not future.done():
                 future.set_exception(error)
         self._wake_watchers()
+
+    # -- a shared store ------------------------------------------------------
+
+    async def _run_shared_batch(self, batch: Batch) -> bool:
+        """A batch on a log other writers (guardd nodes) append to as well.
+
+        First what they appended is verified and folded, so that no answer
+        comes from a state older than a write another node acknowledged.
+        The store refuses the batch whole (HeadMoved) when another writer
+        appended meanwhile: nothing was answered yet, so the state is rebuilt
+        from the store and the commands are decided again. A failed write
+        leaves nothing half-written; the callers get 503 and may retry."""
+        stop = any(command is _STOP for command, _ in batch)
+        for _ in range(MAX_TRIES):
+            try:
+                await self._catch_up()
+            except StoreUnavailable as exc:
+                self._fail_batch(batch, exc)
+                return stop
+            answers, errors, stop = await self._decide(batch, self._tick())
+            if not self._buffer:
+                break
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            try:
+                await self.log.append(data, self.committed)
+            except HeadMoved:
+                self.stale = True  # decide again on what the other writer wrote
+                continue
+            except Exception as exc:
+                # LogWriteError, or a store's bug: nothing is answered as
+                # written unless the rows are read back.
+                if isinstance(exc, LogWriteError):
+                    log.error("agent %s: %s", self.state.agent_id, exc)
+                else:
+                    log.exception("agent %s: appending failed", self.state.agent_id)
+                if await self._written_after_all(data):
+                    self._committed(len(data))
+                    break
+                self.stale = True
+                self._fail_batch(batch, StoreUnavailable(UNREACHABLE))
+                return stop
+            self._committed(len(data))
+            break
+        else:
+            self._fail_batch(batch, StoreUnavailable(CONTENDED))
+            return stop
+        self._answer(answers, errors)
         return stop
+
+    async def _catch_up(self) -> None:
+        """Rebuild the state if a write left it ahead of the store, then fold
+        the records other writers appended after the committed head, each
+        verified first. StoreUnavailable when the store cannot be read."""
+        if self.quarantine is not None:
+            raise StoreUnavailable(self.quarantine)
+        try:
+            if self.stale:
+                contents = await asyncio.to_thread(self.log.read, self.committed)
+                self._adopt(replay(self.state.agent_id, contents, self.public_key), contents)
+                self.stale = False
+            lines = await self.log.newer(self.committed)
+        except LogReadError as exc:
+            log.error("agent %s: %s", self.state.agent_id, exc)
+            raise StoreUnavailable(UNREACHABLE) from None
+        except StoreUnavailable:
+            raise
+        except Exception:
+            log.exception("agent %s: reading the store failed", self.state.agent_id)
+            raise StoreUnavailable(UNREACHABLE) from None
+        if not lines:
+            return
+        state = self.state
+        verifier = ChainVerifier.following(
+            self.committed.head,
+            public_key=self.public_key,
+            log_id=state.agent_id,
+            signer=self.signer,
+        )
+        try:
+            for line in lines:
+                apply(state, verifier.feed(line))
+        except VerificationError as exc:
+            self._quarantine(quarantine_message(exc.failure))
+        except (KeyError, TypeError, ValueError) as exc:
+            self._quarantine(f"seq {state.head.seq + 1}: record does not apply: {exc}")
+        size = sum(len(line) + 1 for line in lines)
+        self.committed = Committed(state.head, self.committed.size + size)
+        if state.expiry_dirty:
+            state.expiry_dirty = False
+            self._deadline = next_deadline(state)
+
+    def _adopt(self, loaded: Loaded, contents: LogContents) -> None:
+        if loaded.state is None:
+            assert loaded.failure is not None
+            self._quarantine(quarantine_message(loaded.failure))
+        assert loaded.state is not None
+        self.state = loaded.state
+        self.committed = Committed(loaded.state.head, contents.valid_length)
+        self._deadline = next_deadline(self.state)
+
+    def _quarantine(self, why: str) -> NoReturn:
+        self.quarantine = (
+            f"agent {self.state.agent_id} is quarantined: a record in the store failed "
+            f"verification ({why})"
+        )
+        log.error("%s", self.quarantine)
+        raise StoreUnavailable(self.quarantine)
+
+    async def _written_after_all(self, data: bytes) -> bool:
+        """Whether a batch whose write failed is in the store all the same
+        (the connection was lost during its commit)."""
+        try:
+            lines = await self.log.newer(self.committed)
+        except Exception:  # unknown: the callers get 503, the next batch reads it back
+            return False
+        ours = data.split(b"\n")[:-1]
+        return lines[: len(ours)] == ours
+
+    def _fail_batch(self, batch: Batch, error: AgentError) -> None:
+        self._buffer.clear()
+        if isinstance(error, StoreUnavailable) and self.quarantine is not None:
+            error = Quarantined(self.quarantine)
+        for _, future in batch:
+            if future is not None and not future.done():
+                future.set_exception(error)
+        self._wake_watchers()
+
+    def poke(self) -> None:
+        """Have the actor read what other writers appended (a notification
+        from the store): a long-poll on this node then sees their decision."""
+        self.mailbox.offer((_POKE, None))
 
     def _expire(self, now: float) -> None:
         """Write approval_expired for what is due at ``now``, first in the batch."""

@@ -20,7 +20,7 @@ import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -34,10 +34,12 @@ from agents_runtime.core.state import AgentState, apply, status_json
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,
+    LogReadError,
     LogWriteError,
     NotFound,
     Quarantined,
     ReadOnly,
+    StoreUnavailable,
 )
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
@@ -46,8 +48,8 @@ from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
 from agents_runtime.log.store import AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
-from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
-from agents_runtime.runtime.replay import Loaded, load
+from agents_runtime.runtime.actor import UNREACHABLE, AgentActor, AgentRef, Clock, wall_clock
+from agents_runtime.runtime.replay import Loaded, load, quarantine_message, replay
 
 log = logging.getLogger("agents_runtime.runtime.registry")
 
@@ -81,6 +83,7 @@ class Registry:
         self.actors: dict[str, AgentActor] = {}
         self.quarantined: dict[str, Failure] = {}
         self._creating: set[str] = set()
+        self._discovering: dict[str, asyncio.Future[AgentActor]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._running = False
         # Checkpoints: the seq each file holds (as read or last written: a
@@ -225,6 +228,8 @@ class Registry:
             log.error("%s ended with an error", task.get_name(), exc_info=task.exception())
 
     async def start(self) -> None:
+        if self.store.shared and not self._running:
+            self.store.on_appended(self._appended)
         self._running = True
         for actor in self.actors.values():
             if actor.task is None:
@@ -292,12 +297,57 @@ class Registry:
                 f"agent {agent_id} is quarantined: its log failed verification at startup "
                 f"({quarantine_message(failure)})"
             )
+        if self.store.shared:
+            return LateRef(self, agent_id)  # perhaps created by another node
         raise NotFound(f"no agent {agent_id}")
+
+    async def discover(self, agent_id: str) -> AgentActor:
+        """The actor of an agent another node created after this one started:
+        its log read from the store, verified and folded as at startup.
+        NotFound when the store has no such agent."""
+        actor = self.actors.get(agent_id)
+        if actor is not None:
+            return actor
+        self.ref(agent_id)  # Quarantined, or NotFound on a store of our own
+        loading = self._discovering.get(agent_id)
+        if loading is None:
+            loading = asyncio.ensure_future(self._discover(agent_id))
+            self._discovering[agent_id] = loading
+            loading.add_done_callback(lambda _: self._discovering.pop(agent_id, None))
+        return await asyncio.shield(loading)
+
+    async def _discover(self, agent_id: str) -> AgentActor:
+        try:
+            contents = await asyncio.to_thread(self.store.read, agent_id)
+        except LogReadError as exc:
+            log.error("reading agent %s from the store failed: %s", agent_id, exc)
+            raise StoreUnavailable(UNREACHABLE) from None
+        actor = self.actors.get(agent_id)
+        if actor is not None:  # created here meanwhile
+            return actor
+        if not contents.lines:
+            raise NotFound(f"no agent {agent_id}")
+        ring = self.ring
+        loaded = await asyncio.to_thread(
+            replay, agent_id, contents, ring.public_key, signer=ring.signer
+        )
+        if agent_id not in self.actors and not self._adopt(loaded):
+            self.ref(agent_id)  # raises Quarantined
+        return self.actors[agent_id]
+
+    def _appended(self, agent_id: str, seq: int) -> None:
+        """A node committed records of ``agent_id`` up to ``seq``: the actor
+        reads them now when it has not (a long-poll here wakes at once)."""
+        actor = self.actors.get(agent_id)
+        if actor is not None and actor.committed_head.seq < seq:
+            actor.poke()
 
     def exists(self, agent_id: str) -> bool:
         return agent_id in self.actors or agent_id in self.quarantined
 
     async def list(self) -> list[dict[str, Any]]:
+        if self.store.shared:
+            await self._discover_all()
         entries: list[dict[str, Any]] = []
         for agent_id in sorted(set(self.actors) | set(self.quarantined)):
             failure = self.quarantined.get(agent_id)
@@ -317,6 +367,18 @@ class Registry:
                 continue
             entries.append({"agent_id": agent_id, "state": "active", "status": status})
         return entries
+
+    async def _discover_all(self) -> None:
+        """Load the agents other nodes created since this one started."""
+        try:
+            scan = await asyncio.to_thread(self.store.scan)
+        except LogReadError as exc:
+            log.error("listing the store's agents failed: %s", exc)
+            raise StoreUnavailable(UNREACHABLE) from None
+        for agent_id in scan.agent_ids:
+            if not self.exists(agent_id):
+                with contextlib.suppress(NotFound, Quarantined):
+                    await self.discover(agent_id)
 
     # -- creation ------------------------------------------------------------
 
@@ -384,6 +446,25 @@ class Registry:
             await self.save_checkpoints()
         for actor in self.actors.values():
             actor.log.close()
+
+
+class LateRef(AgentRef):
+    """The handle of an agent this node has not loaded: on a shared store,
+    another node may have created it since this one started. Its first
+    command loads it (``Registry.discover``)."""
+
+    __slots__ = ("_registry",)
+
+    def __init__(self, registry: Registry, agent_id: str) -> None:
+        self._registry = registry
+        self.agent_id = agent_id
+
+    def ask(self, command: Any) -> Awaitable[Any]:
+        return self._ask(command)
+
+    async def _ask(self, command: Any) -> Any:
+        actor = await self._registry.discover(self.agent_id)
+        return await actor.ref.ask(command)
 
 
 # Startup verifies in worker processes only when there is this much log to
@@ -464,13 +545,6 @@ def _load_task(
 
 def timestamp_now(clock: Clock) -> str:
     return timestamp_micros(round(clock() * 1_000_000))  # as the actor makes its ts
-
-
-def quarantine_message(failure: Failure) -> str:
-    if failure.line == 0:  # not about a line of the log (its checkpoint file)
-        return failure.reason
-    seq = "?" if failure.seq is None else failure.seq
-    return f"line {failure.line} (seq {seq}): {failure.reason}"
 
 
 __all__ = ["Head", "LoadSummary", "Registry", "quarantine_message"]

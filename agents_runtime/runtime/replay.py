@@ -76,3 +76,10 @@ def load(
         signer=signer,
         checkpoint=checkpoint,
     )
+
+
+def quarantine_message(failure: Failure) -> str:
+    if failure.line == 0:  # not about a line of the log (its checkpoint file)
+        return failure.reason
+    seq = "?" if failure.seq is None else failure.seq
+    return f"line {failure.line} (seq {seq}): {failure.reason}"

@@ -17,6 +17,8 @@ from guardd.routes.common import MAX_IDEMPOTENCY_KEY, Service, ServiceBlueprint,
 
 blueprint = ServiceBlueprint("actions", __name__)
 
+STORE_POLL = 1.0  # seconds between reads of a shared store while a long-poll waits
+
 
 @blueprint.post("/v1/agents/<agent_id>/actions")
 async def request_action(service: Service, agent_id: str) -> Response:
@@ -44,12 +46,24 @@ async def get_action(service: Service, agent_id: str, action_id: str) -> Respons
     _, ref = agent(service, agent_id)
     wait = wait_param(request.args.get("wait"))
     action = await ref.ask(c.GetAction(action_id))
-    if wait and action["status"] == ActionStatus.PENDING_APPROVAL:
+    if not wait or action["status"] != ActionStatus.PENDING_APPROVAL:
+        return json_response(action)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    # On a shared store another node may decide it and its notification be
+    # lost: each GetAction reads the store, so poll too.
+    poll = STORE_POLL if service.guard.registry.store.shared else wait
+    while True:
         changed = await ref.ask(c.WatchAction(action_id))
-        await asyncio.wait({changed}, timeout=wait)
-        if not changed.done():
+        await asyncio.wait({changed}, timeout=min(poll, deadline - loop.time()))
+        woken = changed.done()
+        if not woken:
             changed.cancel()
         action = await ref.ask(c.GetAction(action_id))
+        if woken or action["status"] != ActionStatus.PENDING_APPROVAL:
+            break
+        if loop.time() >= deadline:
+            break
     return json_response(action)
 
 

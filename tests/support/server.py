@@ -73,6 +73,7 @@ class GuardServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self._log.close()
                 raise RuntimeError(
                     f"guardd exited with {self.proc.returncode}:\n{self.read_output()}"
                 )

@@ -109,12 +109,18 @@ class DataDir:
                 removed.append(path)
         return removed
 
-    def prepare(self) -> KeyRing:
-        """Create the directories, and the keys while no log exists; load the keys."""
+    def create_keys(self) -> None:
+        """Create every missing key file (a new store with no logs yet)."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        create_keys(self.keys_dir)
+
+    def prepare(self, *, may_create_keys: bool = True) -> KeyRing:
+        """Create the directories, and the keys while no log exists (unless
+        told not to: another store holds the logs); load the keys."""
         fresh = not self.agents_dir.exists()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.agents_dir.mkdir(mode=0o700, exist_ok=True)
-        if not self.agent_ids():
+        if may_create_keys and not self.agent_ids():
             create_keys(self.keys_dir)
         if fresh:
             # The new directories' own entries must be durable before the

@@ -29,6 +29,8 @@ class FileAgentLog:
 
     __slots__ = ("_committer", "_index", "_read_to", "agent_id", "logfile", "path", "size")
 
+    shared = False  # the data-dir lock: this process is the only writer
+
     def __init__(
         self,
         agent_id: str,
@@ -51,6 +53,9 @@ class FileAgentLog:
         if self.logfile is None:
             raise LogWriteError(READ_ONLY)
         await self._committer.append(self.logfile, data)
+
+    async def newer(self, after: Committed) -> list[bytes]:
+        return []
 
     def read(self, upto: Committed) -> LogContents:
         with self.path.open("rb") as fh:
@@ -94,6 +99,8 @@ class FileAgentLog:
 class FileStore:
     """The logs of a data dir. ``io_for`` gives the system calls each
     agent's log is written with (the reliability tests inject faults there)."""
+
+    shared = False
 
     def __init__(
         self,

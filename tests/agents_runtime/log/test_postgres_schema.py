@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from agents_runtime.log.postgres_schema import (
+from agents_runtime.log.postgres.schema import (
     META_SCHEMA_VERSION,
     SCHEMA_LOCK_KEY,
     SCHEMA_VERSION,

@@ -1,6 +1,6 @@
 """The PostgreSQL store's schema: versioned, created and upgraded by guardd.
 
-A draft: the PostgreSQL store itself will build on ``agents_runtime.log.store``.
+Used by the store beside it (store.py).
 
 Every node runs ``ensure_schema`` at start. It works in one transaction under
 a transaction-scoped advisory lock, so two nodes starting at once on an empty
@@ -32,6 +32,7 @@ from typing import Final
 
 import asyncpg
 import attrs
+from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
@@ -74,6 +75,9 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
 }
 
 
+Conn = asyncpg.Connection | PoolConnectionProxy  # a connection, or one lent by a pool
+
+
 class SchemaError(GuardError):
     """The database's schema cannot be used by this guardd."""
 
@@ -92,7 +96,7 @@ class SchemaResult:
         return self.found != self.version
 
 
-async def schema_version(conn: asyncpg.Connection) -> int:
+async def schema_version(conn: Conn) -> int:
     """The schema version the database holds; 0 when it has none of our tables."""
     if await conn.fetchval("select to_regclass('guard_meta') is null"):
         return 0
@@ -102,7 +106,7 @@ async def schema_version(conn: asyncpg.Connection) -> int:
     return int(value)
 
 
-async def ensure_schema(conn: asyncpg.Connection) -> SchemaResult:
+async def ensure_schema(conn: Conn) -> SchemaResult:
     """Create or upgrade the schema to ``SCHEMA_VERSION`` in one transaction;
     a no-op when it is current. Refuses a schema newer than this code's."""
     async with conn.transaction():

@@ -1,0 +1,85 @@
+"""The PostgreSQL store against a real server: the seam's calls, a batch
+refused whole when another writer moved the head, creation once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from agents_runtime.errors import AgentExists, LogReadError
+from agents_runtime.log.postgres.schema import ensure_schema
+from agents_runtime.log.postgres.store import PgStore, masked
+from agents_runtime.log.record import Head, seal
+from agents_runtime.log.store import Committed, HeadMoved, LogContents
+from tests.agents_runtime.support import TEST_SIGNER
+
+
+def _lines(count: int, start: Head | None = None) -> list[bytes]:
+    head = start or Head.empty()
+    lines = []
+    for n in range(count):
+        sealed = seal({"kind": "scar", "n": n}, prev=head, ts="t", signer=TEST_SIGNER)
+        head = sealed.head
+        lines.append(sealed.line)
+    return lines
+
+
+@pytest.fixture
+async def store(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[PgStore]:
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await ensure_schema(conn)
+    finally:
+        await conn.close()
+    pg = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+    yield pg
+    await pg.aclose()
+    await asyncio.to_thread(pg.close)
+
+
+def test_the_password_never_shows() -> None:
+    assert (
+        masked("postgresql://guard:s3cret@db1:5433/guard")
+        == "postgresql://guard:***@db1:5433/guard"
+    )
+    assert masked("postgresql://guard@db1/guard") == "postgresql://guard@db1/guard"
+
+
+async def test_a_created_log_reads_back_byte_for_byte(store: PgStore) -> None:
+    lines = _lines(3)
+    log = await store.create("a", b"".join(lines))
+    assert log.size == len(b"".join(lines))
+    # The seam's blocking calls, from a worker thread as the runtime makes them.
+    assert (await asyncio.to_thread(store.scan)).agent_ids == ["a"]
+    contents = await asyncio.to_thread(store.read, "a")
+    assert contents == LogContents.of_lines([line[:-1] for line in lines])
+    assert await asyncio.to_thread(store.size, "a") == len(b"".join(lines))
+
+
+async def test_creating_an_agent_twice_is_agent_exists(store: PgStore) -> None:
+    await store.create("a", b"".join(_lines(2)))
+    with pytest.raises(AgentExists):
+        await store.create("a", b"".join(_lines(2)))
+
+
+async def test_a_batch_after_a_moved_head_is_refused_whole(store: PgStore) -> None:
+    lines = _lines(5)
+    two = Committed(Head(1, ""), 0)
+    await store.create("a", b"".join(lines[:2]))
+    contents = await asyncio.to_thread(store.read, "a")
+    one = store.open("a", contents, writable=True)
+    other = store.open("a", contents, writable=True)
+    await one.append(b"".join(lines[2:4]), two)  # seqs 2, 3
+    with pytest.raises(HeadMoved):
+        await other.append(b"".join(lines[2:5]), two)  # seqs 2..4: 2 is taken
+    upto = Committed(Head(3, ""), 0)
+    after = await asyncio.to_thread(other.read_after, 1, upto)
+    assert after == [line[:-1] for line in lines[2:4]]
+    assert await other.lines([0, 3], upto) == {0: lines[0][:-1], 3: lines[3][:-1]}
+    with pytest.raises(LogReadError):
+        await other.lines([4], upto)
+    assert len((await asyncio.to_thread(store.read, "a")).lines) == 4

@@ -1,0 +1,367 @@
+"""Several guardd nodes on one PostgreSQL store (docs/scale-out.md): any
+node serves any agent with the answers one node would give, reads are never
+stale, long-polls cross nodes, creation and Idempotency-Key repeats happen
+once, keys must match, and an unreachable database answers 503."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import shutil
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+
+from agents_runtime.log import canonical
+from agents_runtime.log.keys import Signer, create_keys
+from agents_runtime.log.record import Head, seal
+from agents_runtime.log.verify import verify_lines
+from tests.guardd.conftest import Agent, Api, assert_error, ok
+from tests.support.postgres import PostgresServer
+from tests.support.server import GuardServer
+
+POLICY: dict[str, Any] = {
+    "budget": 10,
+    "scar_limit": 30,
+    "tools": {
+        "search": {"cost": 1},
+        "send_email": {"cost": 2, "requires_approval": True},
+    },
+}
+
+
+@attrs.frozen
+class Nodes:
+    one: Api
+    two: Api
+    dsn: str
+
+    def agent_on(self, api: Api, agent: Agent) -> Agent:
+        """The same agent, asked through another node."""
+        return Agent(agent.agent_id, agent.token, api.client(agent.token))
+
+
+def node(data_dir: Path, dsn: str) -> GuardServer:
+    return GuardServer(data_dir, args=["--store", dsn])
+
+
+@pytest.fixture
+def nodes(postgres_dsn: str, tmp_path: Path) -> Iterator[Nodes]:
+    first = node(tmp_path / "node1", postgres_dsn).start()
+    shutil.copytree(tmp_path / "node1" / "keys", tmp_path / "node2" / "keys")
+    second = node(tmp_path / "node2", postgres_dsn).start()
+    one, two = Api(first), Api(second)
+    try:
+        yield Nodes(one, two, postgres_dsn)
+    finally:
+        for api in (one, two):
+            api.close()
+            api.server.kill()
+
+
+def test_an_agent_created_on_one_node_is_served_by_the_other(nodes: Nodes) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    there = nodes.agent_on(nodes.two, agent)
+    assert ok(there.client.get(agent.path))["spent"] == 0
+    assert ok(there.act("search"))["decision"] == "allowed"
+    # Read on the first node right after the second acknowledged: not stale.
+    assert ok(agent.client.get(agent.path))["spent"] == 1
+    assert ok(agent.act("search"))["remaining"] == 8
+    assert ok(there.client.get(agent.path))["remaining"] == 8
+
+
+def test_requests_spread_over_two_nodes_never_overspend(nodes: Nodes) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    there = nodes.agent_on(nodes.two, agent)
+
+    def ask(k: int) -> httpx.Response:
+        return (agent if k % 2 else there).act("search")
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, range(30)))
+    decisions = [ok(a)["decision"] for a in answers]
+    assert decisions.count("allowed") == 10
+    assert decisions.count("denied") == 20
+    ids = [ok(a)["action_id"] for a in answers]
+    assert len(set(ids)) == 30
+    for api in (nodes.one, nodes.two):
+        status = api.status(agent)
+        assert (status["spent"], status["remaining"]) == (10, 0)
+    records = nodes.two.records(agent)
+    allowed = [r for r in records if r["kind"] == "action_allowed"]
+    assert sum(Decimal(str(r["cost"])) for r in allowed) == 10
+    assert [r["seq"] for r in records] == list(range(len(records)))
+
+
+def test_the_log_in_the_store_verifies_and_is_the_same_from_every_node(nodes: Nodes) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    there = nodes.agent_on(nodes.two, agent)
+    for k in range(6):
+        ok((agent if k % 2 else there).act("search"))
+    exported = [api.records(agent) for api in (nodes.one, nodes.two)]
+    assert exported[0] == exported[1]
+    lines = _store_lines(nodes.dsn, agent.agent_id)
+    public_key = bytes.fromhex(nodes.one.server.public_key)
+    report = verify_lines(lines, public_key=public_key, log_id=agent.agent_id)
+    assert report.ok, report.failure
+    assert report.records == len(exported[0])
+
+
+def test_one_idempotency_key_sent_to_two_nodes_at_once_makes_one_action(nodes: Nodes) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    there = nodes.agent_on(nodes.two, agent)
+    headers = {"Idempotency-Key": "once-only"}
+
+    def ask(who: Agent) -> httpx.Response:
+        return who.client.post(f"{agent.path}/actions", json={"tool": "search"}, headers=headers)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(ask, [agent, there, agent, there]))
+    bodies = [ok(a) for a in answers]
+    assert {b["action_id"] for b in bodies} == {"act-1"}
+    assert nodes.two.status(agent)["spent"] == 1
+
+
+def test_creating_one_agent_on_two_nodes_at_once_gives_one_201_and_one_409(
+    nodes: Nodes,
+) -> None:
+    body = {"agent_id": "racer", "policy": POLICY}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        answers = list(
+            pool.map(lambda api: api.admin.post("/v1/agents", json=body), [nodes.one, nodes.two])
+        )
+    assert sorted(a.status_code for a in answers) == [201, 409]
+    refused = next(a for a in answers if a.status_code == 409)
+    assert_error(refused, 409, "agent_exists")
+
+
+def test_a_long_poll_on_one_node_returns_soon_after_an_approval_on_the_other(
+    nodes: Nodes,
+) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    held = ok(agent.act("send_email"))
+    assert held["decision"] == "pending_approval"
+    there = nodes.agent_on(nodes.two, agent)
+    action = f"{agent.path}/actions/{held['action_id']}"
+
+    def wait() -> tuple[float, dict[str, Any]]:
+        answer = ok(there.client.get(action, params={"wait": 30}))
+        return time.monotonic(), answer
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(wait)
+        time.sleep(0.5)  # the long-poll is waiting on node two
+        ok(nodes.one.approve(agent, held["action_id"]))
+        approved_at = time.monotonic()
+        returned_at, answer = waiting.result(timeout=30)
+    assert answer["status"] == "allowed"
+    assert returned_at - approved_at < 1.0
+
+
+def test_a_node_whose_keys_differ_refuses_to_start(nodes: Nodes, tmp_path: Path) -> None:
+    nodes.one.create(policy=POLICY)
+    create_keys(tmp_path / "node3" / "keys")  # keys of its own, not the store's
+    other = node(tmp_path / "node3", nodes.dsn)
+    with pytest.raises(RuntimeError, match="guardd exited with 1") as failed:
+        other.start()
+    assert "this node's audit public key" in str(failed.value)
+    assert nodes.one.server.public_key in str(failed.value)
+
+
+def test_a_node_without_keys_on_a_store_with_logs_refuses_and_creates_none(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    nodes.one.create(policy=POLICY)
+    data_dir = tmp_path / "node4"
+    with pytest.raises(RuntimeError, match="guardd exited with 1") as failed:
+        node(data_dir, nodes.dsn).start()
+    assert "has no keys" in str(failed.value)
+    assert not (data_dir / "keys" / "audit.key").exists()
+
+
+def test_the_store_url_shows_in_the_banner_without_its_password(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    # The test server trusts loopback, so any password connects.
+    url = postgres_dsn.replace("@", ":s3cret-pw@", 1)
+    server = node(tmp_path / "node", url).start()
+    try:
+        output = server.read_output()
+    finally:
+        server.kill()
+    assert "store: PostgreSQL at postgresql://" in output
+    assert ":***@127.0.0.1" in output
+    assert "s3cret-pw" not in output
+
+
+def test_an_unreachable_database_answers_503_then_the_node_recovers_by_itself(
+    nodes: Nodes, postgres_server: PostgresServer
+) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    ok(agent.act("search"))
+    postgres_server.stop("fast")
+    try:
+        assert_error(agent.act("search"), 503, "unavailable")
+        assert_error(agent.client.get(agent.path), 503, "unavailable")
+    finally:
+        postgres_server.start()
+    deadline = time.monotonic() + 20
+    while True:
+        answer = agent.act("search")
+        if answer.status_code == 200 or time.monotonic() > deadline:
+            break
+        assert_error(answer, 503, "unavailable")
+        time.sleep(0.2)
+    assert ok(answer)["decision"] == "allowed"
+    status = nodes.two.status(agent)
+    assert status["spent"] == 2  # the refused request charged nothing
+
+
+def _store_lines(dsn: str, agent_id: str) -> list[bytes]:
+    import asyncio
+
+    import asyncpg
+
+    async def fetch() -> list[bytes]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch(
+                "select line from guard_logs where agent_id = $1 order by seq", agent_id
+            )
+        finally:
+            await conn.close()
+        return [bytes(r["line"]) for r in rows]
+
+    return asyncio.run(fetch())
+
+
+def test_the_agent_list_of_a_node_shows_agents_another_node_created(nodes: Nodes) -> None:
+    before = {e["agent_id"] for e in ok(nodes.one.admin.get("/v1/agents"))["agents"]}
+    agent = nodes.two.create(policy=POLICY)
+    listed = {e["agent_id"]: e for e in ok(nodes.one.admin.get("/v1/agents"))["agents"]}
+    assert set(listed) == before | {agent.agent_id}
+    assert listed[agent.agent_id]["state"] == "active"
+
+
+def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    ok(agent.act("search"))
+    last = canonical.loads(_store_lines(nodes.dsn, agent.agent_id)[-1])
+    forger = Signer(bytes(32))  # not the store's key
+    forged = seal(
+        {"kind": "scar", "severity": "minor", "reason": "forged", "action_id": None},
+        prev=Head(last["seq"], last["hash"]),
+        ts=last["ts"],
+        signer=forger,
+    )
+    _insert_line(nodes.dsn, agent.agent_id, last["seq"] + 1, forged.line[:-1])
+    there = nodes.agent_on(nodes.two, agent)
+    for who in (agent, there):
+        refused = assert_error(who.act("search"), 503, "quarantined")
+        assert "bad_signature" in refused["error"] or "signature" in refused["error"]
+        assert_error(who.client.get(agent.path), 503, "quarantined")
+
+
+def test_a_node_killed_under_load_loses_no_acknowledged_decision(nodes: Nodes) -> None:
+    agent = nodes.one.create(policy=POLICY | {"budget": 100000})
+    there = nodes.agent_on(nodes.two, agent)
+    acknowledged: list[str] = []
+    stop_at = time.monotonic() + 3.0
+
+    def client(who: Agent) -> None:
+        while time.monotonic() < stop_at:
+            try:
+                answer = who.act("search")
+            except httpx.TransportError:
+                continue  # the killed node
+            if answer.status_code == 200:
+                acknowledged.append(answer.json()["action_id"])
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        running = [pool.submit(client, who) for who in (agent, agent, there, there)]
+        time.sleep(1.0)
+        nodes.one.server.kill()
+        for future in running:
+            future.result(timeout=30)
+    assert len(acknowledged) > 10
+    records = _store_records(nodes.dsn, agent.agent_id)
+    allowed = {r["action_id"] for r in records if r["kind"] == "action_allowed"}
+    assert set(acknowledged) <= allowed
+    assert ok(there.act("search"))["decision"] == "allowed"  # the other node serves on
+    report = verify_lines(
+        _store_lines(nodes.dsn, agent.agent_id),
+        public_key=bytes.fromhex(nodes.two.server.public_key),
+        log_id=agent.agent_id,
+    )
+    assert report.ok, report.failure
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_nodes_recover_by_themselves_when_postgresql_restarts_under_load(
+    nodes: Nodes, postgres_server: PostgresServer, mode: Any
+) -> None:
+    agent = nodes.one.create(policy=POLICY | {"budget": 100000})
+    there = nodes.agent_on(nodes.two, agent)
+    acknowledged: list[str] = []
+    other: list[int] = []
+    stop_at = time.monotonic() + 4.0
+
+    def client(who: Agent) -> None:
+        while time.monotonic() < stop_at:
+            answer = who.act("search")
+            if answer.status_code == 200:
+                acknowledged.append(answer.json()["action_id"])
+            else:
+                assert_error(answer, 503, "unavailable")  # never a false success
+                other.append(answer.status_code)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        running = [pool.submit(client, who) for who in (agent, agent, there, there)]
+        time.sleep(1.0)
+        postgres_server.restart(mode)
+        for future in running:
+            future.result(timeout=60)
+    deadline = time.monotonic() + 20
+    for who in (agent, there):
+        while (answer := who.act("search")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ok(answer)["decision"] == "allowed"
+    records = _store_records(nodes.dsn, agent.agent_id)
+    allowed = [r for r in records if r["kind"] == "action_allowed"]
+    assert set(acknowledged) <= {r["action_id"] for r in allowed}
+    assert nodes.two.status(agent)["spent"] == len(allowed)
+    report = verify_lines(
+        _store_lines(nodes.dsn, agent.agent_id),
+        public_key=bytes.fromhex(nodes.one.server.public_key),
+        log_id=agent.agent_id,
+    )
+    assert report.ok, report.failure
+
+
+def _store_records(dsn: str, agent_id: str) -> list[dict[str, Any]]:
+    return [canonical.loads(line) for line in _store_lines(dsn, agent_id)]
+
+
+def _insert_line(dsn: str, agent_id: str, seq: int, line: bytes) -> None:
+    import asyncio
+
+    import asyncpg
+
+    async def insert() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(
+                "insert into guard_logs (agent_id, seq, line) values ($1, $2, $3)",
+                agent_id,
+                seq,
+                line,
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(insert())
