@@ -2,6 +2,7 @@
 
     audit verify <file> [--public-key HEX] [--checkpoint SEQ:HASH | --checkpoint-file PATH]
                         [--log-id ID] [--json]
+    audit verify --store URL [--agent ID] [--public-key HEX] [--json]
     audit show <file> [--json]
     audit replay <file> [--public-key HEX] [--log-id ID] [--json]
     audit replay --policy FILE (<file> | --data-dir DIR [--agent ID]) [--examples N] [--json]
@@ -29,6 +30,7 @@ from audit.errors import AuditError, UnknownFormat, UsageError
 from audit.replay import replay_records, replay_text
 from audit.show import canonical_lines, table
 from audit.source import read_source, shown
+from audit.stored import report_json, report_text, verify_store
 from audit.verification import verify_source, verify_text
 from audit.whatif import add_arguments as _add_what_if_arguments
 from audit.whatif import run_what_if, wants_what_if
@@ -92,10 +94,23 @@ def _add_verify(subparsers: Subparsers) -> None:
         help="verify a log's hash chain and signatures",
         description=(
             "Verify a data-dir log (agents/<id>.jsonl) or records saved from "
-            "GET /v1/agents/:id/log. Without --public-key only internal consistency is proven."
+            "GET /v1/agents/:id/log, or, with --store, the logs of a PostgreSQL store. "
+            "Without --public-key only internal consistency is proven (from a store: "
+            "against the key the store records)."
         ),
     )
-    parser.add_argument("file", type=Path, help="the log file or saved records")
+    parser.add_argument("file", type=Path, nargs="?", help="the log file or saved records")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="verify from the postgresql:// store guardd nodes share instead of a file",
+    )
+    parser.add_argument(
+        "--agent",
+        type=_log_id,
+        metavar="ID",
+        help="with --store: this agent only (default: every agent; exit 1 if any fails)",
+    )
     parser.add_argument(
         "--public-key", type=_public_key, metavar="HEX", help="the service's public key (hex)"
     )
@@ -184,6 +199,12 @@ def _warn(warnings: tuple[str, ...] | list[str]) -> None:
 
 
 def _run_verify(args: argparse.Namespace) -> int:
+    if args.store is not None:
+        return _run_verify_store(args)
+    if args.agent is not None:
+        raise UsageError("--agent goes with --store")
+    if args.file is None:
+        raise UsageError("give the log file to verify (or --store URL)")
     source = read_source(args.file)
     outcome = verify_source(
         source, public_key=args.public_key, log_id=args.log_id, checkpoint=args.checkpoint
@@ -194,6 +215,29 @@ def _run_verify(args: argparse.Namespace) -> int:
     else:
         print("\n".join(verify_text(outcome)))
     return EXIT_OK if outcome.ok else EXIT_FAILED
+
+
+def _run_verify_store(args: argparse.Namespace) -> int:
+    if args.file is not None:
+        raise UsageError("give a file or --store, not both")
+    if args.checkpoint is not None or args.log_id is not None:
+        raise UsageError("--checkpoint and --log-id go with a file, not --store")
+    if not args.store.startswith(("postgresql://", "postgres://")):
+        raise UsageError("--store must be a postgresql:// URL")
+    status = EXIT_OK
+    warned: set[str] = set()
+    for agent_id, outcome in verify_store(
+        args.store, agent_id=args.agent, public_key=args.public_key
+    ):
+        _warn([w for w in outcome.warnings if w not in warned])
+        warned.update(outcome.warnings)
+        if args.json:
+            print(report_json(args.store, agent_id, outcome), flush=True)
+        else:
+            print("\n".join(report_text(args.store, agent_id, outcome)), flush=True)
+        if not outcome.ok:
+            status = EXIT_FAILED
+    return status
 
 
 def _run_show(args: argparse.Namespace) -> int:

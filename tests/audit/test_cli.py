@@ -476,7 +476,7 @@ USAGE_ERRORS = [
     ),
     pytest.param(
         ["verify"],
-        "audit verify: the following arguments are required: file (see 'audit verify --help')",
+        "give the log file to verify (or --store URL)",
         id="no-file",
     ),
     pytest.param(

@@ -270,6 +270,11 @@ class PgStore:
 
         return self._call(run)
 
+    def recorded_keys(self) -> RecordedKeys:
+        """The keys the store records, without changing anything (blocking);
+        LogReadError when it has no guard schema."""
+        return self._call(_recorded)
+
     def adopt_keys(self, public_key_hex: str, token_fingerprint: str) -> None:
         """Record this node's keys when the store has none; KeyMismatch when
         it has others (nothing is written then)."""

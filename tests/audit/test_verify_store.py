@@ -1,0 +1,119 @@
+"""``audit verify --store URL``: the logs of a PostgreSQL store verified in
+place, every agent or one, text or one JSON report per agent per line; a
+changed row fails its agent only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from audit.cli import main
+from tests.guardd.conftest import Agent, Api, ok
+from tests.support.server import GuardServer
+
+POLICY = {"budget": 10, "scar_limit": 30, "tools": {"search": {"cost": 1}}}
+
+
+@pytest.fixture
+def store(postgres_dsn: str, tmp_path: Path) -> Iterator[tuple[str, Api, list[Agent]]]:
+    server = GuardServer(tmp_path / "node", args=["--store", postgres_dsn]).start()
+    api = Api(server)
+    try:
+        agents = [api.create("alpha", POLICY), api.create("beta", POLICY)]
+        for agent in agents:
+            ok(agent.act("search"))
+        yield postgres_dsn, api, agents
+    finally:
+        api.close()
+        server.kill()
+
+
+def _sql(dsn: str, statement: str) -> None:
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def test_every_agent_of_a_store_verifies(
+    store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, api, _ = store
+    assert main(["verify", "--store", dsn, "--public-key", api.server.public_key]) == 0
+    out = capsys.readouterr().out
+    assert out.count("OK: 4 records (seq 0 to 3)") == 2
+    assert "agent alpha" in out
+    assert "agent beta" in out
+    assert out.count("(given; every signature matches it)") == 2
+
+
+def test_json_gives_one_report_per_agent_per_line(
+    store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, _, _ = store
+    assert main(["verify", "--store", dsn, "--json"]) == 0
+    captured = capsys.readouterr()
+    reports = [json.loads(line) for line in captured.out.splitlines()]
+    assert [(r["agent_id"], r["ok"], r["records"]) for r in reports] == [
+        ("alpha", True, 4),
+        ("beta", True, 4),
+    ]
+    assert all(r["key_trusted"] for r in reports)
+    # Without --public-key the store's own record of it is used, and said so once.
+    assert captured.err.count("the public key is the one the store records") == 1
+
+
+def test_a_changed_row_fails_its_agent_only_and_exits_1(
+    store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, _, _ = store
+    _sql(
+        dsn,
+        "update guard_logs set line = convert_to(replace(convert_from(line, 'UTF8'),"
+        " '\"search\"', '\"starch\"'), 'UTF8') where agent_id = 'beta' and seq = 2",
+    )
+    assert main(["verify", "--store", dsn, "--json"]) == 1
+    reports = {r["agent_id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert reports["alpha"]["ok"] is True
+    assert reports["beta"]["ok"] is False
+    assert reports["beta"]["failure"]["seq"] == 2
+    assert main(["verify", "--store", dsn, "--agent", "alpha"]) == 0
+
+
+def test_an_agent_the_store_lacks_is_an_error(
+    store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, _, _ = store
+    assert main(["verify", "--store", dsn, "--agent", "gamma"]) == 2
+    assert "has no agent gamma" in capsys.readouterr().err
+
+
+def test_store_and_a_file_do_not_go_together(
+    store: tuple[str, Api, list[Agent]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, _, _ = store
+    assert main(["verify", str(tmp_path / "x.jsonl"), "--store", dsn]) == 2
+    assert main(["verify", "--agent", "alpha", str(tmp_path / "x.jsonl")]) == 2
+    assert main(["verify", "--store", "mysql://db/x"]) == 2
+    err = capsys.readouterr().err
+    assert "not both" in err
+    assert "--agent goes with --store" in err
+    assert "postgresql://" in err
+
+
+def test_an_unreachable_store_is_an_error_without_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["verify", "--store", "postgresql://nobody@127.0.0.1:9/none"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("audit: error: cannot read the store")
+    assert "Traceback" not in err
