@@ -353,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     lock and the socket are held, nothing is changed but the data dir and
     its lock file coming into being, so a second guardd on the same data dir
     or port stops without touching the first one's files."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["migrate"]:
+        from guardd import migrate
+
+        return migrate.main(args[1:])
     try:
         settings = parse_settings(argv)
     except SettingsError as exc:

@@ -1,0 +1,179 @@
+"""``guardd migrate``: copy every file log of a data dir into a PostgreSQL
+store, so that a user moves from one box to several nodes with their history.
+
+    guardd migrate --data-dir ./guard-data --store postgresql://...
+
+The data dir's lock is held throughout: no guardd may run on it meanwhile.
+Each log is verified first (signatures, chain, its checkpoint) and copied
+byte for byte, in transactions of at most ``CHUNK_LINES`` lines. A log that
+fails verification is refused with its reason and the rest are copied; the
+exit status is then 1. Running it again is harmless: a log the store holds
+whole is left alone, one it holds the start of (a copy cut short, or a log
+that grew since) gets the rest, and one the store holds differently is
+refused. The data dir's keys become the store's (a store that records other
+keys is refused, as a node with other keys would be).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from agents_runtime.errors import (
+    AgentExists,
+    DataDirError,
+    KeyFileError,
+    LogReadError,
+    LogWriteError,
+)
+from agents_runtime.log import canonical
+from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.lock import DataDirLock
+from agents_runtime.log.files.store import FileStore
+from agents_runtime.log.keys import KeyRing, load_keys
+from agents_runtime.log.record import Head
+from agents_runtime.log.store import Committed
+from agents_runtime.runtime.replay import quarantine_message, replay
+
+if TYPE_CHECKING:
+    from agents_runtime.log.postgres.store import PgStore
+
+CHUNK_LINES = 5000  # lines a transaction copies
+
+
+def build_parser(env: dict[str, str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="guardd migrate",
+        description="Copy every log of a data dir into a PostgreSQL store, verified first.",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=env.get("GUARD_DATA_DIR", "guard-data"),
+        help="the data dir whose logs to copy (default: guard-data; environment: GUARD_DATA_DIR)",
+    )
+    parser.add_argument(
+        "--store",
+        default=env.get("GUARD_STORE"),
+        metavar="URL",
+        help="the postgresql:// store to copy into (environment: GUARD_STORE)",
+    )
+    return parser
+
+
+def main(argv: list[str], out: TextIO = sys.stdout) -> int:
+    args = build_parser(dict(os.environ)).parse_args(argv)
+    if not args.store or not args.store.startswith(("postgresql://", "postgres://")):
+        print("guardd migrate: --store must be a postgresql:// URL", file=sys.stderr)
+        return 1
+    root = Path(args.data_dir)
+    if not (root / "agents").is_dir():
+        print(f"guardd migrate: {root} is not a data dir (no agents/)", file=sys.stderr)
+        return 1
+    try:
+        lock = DataDirLock.acquire(root)
+    except DataDirError as exc:
+        print(f"guardd migrate: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _migrate(DataDir(root), args.store, out)
+    except (KeyFileError, DataDirError, LogReadError, LogWriteError) as exc:
+        print(f"guardd migrate: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()
+
+
+def _migrate(data_dir: DataDir, url: str, out: TextIO) -> int:
+    from agents_runtime.log.postgres.store import PgStore, masked, token_fingerprint
+
+    ring = load_keys(data_dir.keys_dir)
+    store = PgStore(url, checkpoint_dir=data_dir.checkpoints_dir)
+    try:
+        try:
+            store.prepare()
+        except LogReadError as exc:
+            raise DataDirError(f"cannot use the store {masked(url)}: {exc}") from None
+        store.adopt_keys(ring.public_key_hex, token_fingerprint(ring.token_key))
+        return asyncio.run(_copy_all(data_dir, ring, store, out))
+    finally:
+        store.close()
+
+
+async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextIO) -> int:
+    files = FileStore(data_dir)
+    checkpoints = CheckpointDir(data_dir.checkpoints_dir)
+    scan = files.scan()
+    for line in scan.odd:
+        print(line, file=out)
+    copied = present = refused = records = 0
+    try:
+        for agent_id in scan.agent_ids:
+            try:
+                checkpoint = checkpoints.read(agent_id)
+            except CheckpointFileError as exc:
+                print(f"refused: {agent_id}: {exc}", file=out)
+                refused += 1
+                continue
+            contents = files.read(agent_id)
+            loaded = replay(agent_id, contents, ring.public_key, checkpoint=checkpoint)
+            if loaded.failure is not None:
+                print(f"refused: {agent_id}: {quarantine_message(loaded.failure)}", file=out)
+                refused += 1
+                continue
+            if contents.torn_tail is not None:
+                print(f"{agent_id}: a torn final line is not copied (never acknowledged)", file=out)
+            lines = contents.lines
+            held = (await asyncio.to_thread(store.read, agent_id)).lines
+            if held == lines:
+                print(f"already there: {agent_id} ({len(lines)} records)", file=out)
+                present += 1
+                continue
+            if lines[: len(held)] != held:
+                print(
+                    f"refused: {agent_id}: the store holds another log of this agent"
+                    f" ({len(held)} records); nothing copied",
+                    file=out,
+                )
+                refused += 1
+                continue
+            await _copy(store, agent_id, held, lines)
+            copied += 1
+            records += len(lines) - len(held)
+            more = f", {len(held)} were there" if held else ""
+            print(f"copied: {agent_id} ({len(lines) - len(held)} records{more})", file=out)
+    finally:
+        await store.aclose()
+    print(
+        f"migrated {copied} agents ({records} records); {present} already there;"
+        f" {refused} refused",
+        file=out,
+    )
+    return 1 if refused else 0
+
+
+async def _copy(store: PgStore, agent_id: str, held: list[bytes], lines: list[bytes]) -> None:
+    start = len(held)
+    if start == 0:
+        first = lines[:CHUNK_LINES]
+        try:
+            log = await store.create(agent_id, b"".join(line + b"\n" for line in first))
+        except AgentExists:  # created meanwhile by a node: refuse rather than guess
+            raise LogWriteError(f"agent {agent_id} appeared in the store while copying") from None
+        start = len(first)
+    else:
+        contents = await asyncio.to_thread(store.read, agent_id)
+        log = store.open(agent_id, contents, writable=True)
+    size = sum(len(line) + 1 for line in lines[:start])
+    while start < len(lines):
+        last = canonical.loads(lines[start - 1])
+        after = Committed(Head(last["seq"], last["hash"]), size)
+        chunk = lines[start : start + CHUNK_LINES]
+        data = b"".join(line + b"\n" for line in chunk)
+        await log.append(data, after)
+        start += len(chunk)
+        size += len(data)

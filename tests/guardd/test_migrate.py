@@ -1,0 +1,134 @@
+"""``guardd migrate``: a data dir's file logs copied into a PostgreSQL store
+byte for byte after verification; a failing log refused with its reason
+while the rest are copied; harmless when run twice; never beside a running
+guardd; and a node on the store then serves the migrated agents as they were."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.guardd.conftest import Agent, Api, ok
+from tests.support.server import GuardServer
+
+POLICY = {"budget": 10, "scar_limit": 30, "tools": {"search": {"cost": 1}}}
+
+
+def migrate(data_dir: Path, dsn: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "guardd", "migrate", "--data-dir", str(data_dir), "--store", dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def store_lines(dsn: str, agent_id: str) -> list[bytes]:
+    async def fetch() -> list[bytes]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch(
+                "select line from guard_logs where agent_id = $1 order by seq", agent_id
+            )
+        finally:
+            await conn.close()
+        return [bytes(r["line"]) for r in rows]
+
+    return asyncio.run(fetch())
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Agent]]]:
+    """A data dir whose guardd served three agents and was stopped."""
+    server = GuardServer(tmp_path / "guard-data").start()
+    api = Api(server)
+    try:
+        agents = {name: api.create(name, POLICY) for name in ("alpha", "beta", "gamma")}
+        for k, agent in enumerate(agents.values()):
+            for _ in range(k + 1):
+                ok(agent.act("search"))
+    finally:
+        api.close()
+        server.stop()
+    yield server.data_dir, agents
+
+
+def test_every_log_is_copied_byte_for_byte(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, agents = data_dir
+    done = migrate(root, postgres_dsn)
+    assert done.returncode == 0, done.stderr
+    assert "migrated 3 agents (18 records); 0 already there; 0 refused" in done.stdout
+    for name in agents:
+        file_lines = (root / "agents" / f"{name}.jsonl").read_bytes().splitlines()
+        assert store_lines(postgres_dsn, name) == file_lines
+
+
+def test_a_log_that_fails_is_refused_with_its_reason_and_the_rest_copied(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, _ = data_dir
+    path = root / "agents" / "beta.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"search"', b'"starch"', 1))
+    done = migrate(root, postgres_dsn)
+    assert done.returncode == 1
+    # The policy record is the first to name the tool.
+    assert "refused: beta: line 2 (seq 1): hash does not match content" in done.stdout
+    assert "migrated 2 agents" in done.stdout
+    assert store_lines(postgres_dsn, "beta") == []
+    assert len(store_lines(postgres_dsn, "gamma")) == 8
+
+
+def test_running_it_twice_is_harmless(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, _ = data_dir
+    assert migrate(root, postgres_dsn).returncode == 0
+    again = migrate(root, postgres_dsn)
+    assert again.returncode == 0, again.stderr
+    assert "migrated 0 agents (0 records); 3 already there; 0 refused" in again.stdout
+    assert len(store_lines(postgres_dsn, "alpha")) == 4
+
+
+def test_it_will_not_run_beside_a_guardd_on_the_same_data_dir(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, _ = data_dir
+    server = GuardServer(root).start()
+    try:
+        done = migrate(root, postgres_dsn)
+    finally:
+        server.stop()
+    assert done.returncode == 1
+    assert "guardd migrate:" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_node_on_the_store_serves_the_migrated_agents_as_they_were(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, agents = data_dir
+    assert migrate(root, postgres_dsn).returncode == 0
+    node = GuardServer(root, args=["--store", postgres_dsn]).start()
+    api = Api(node)
+    try:
+        assert api.status(agents["gamma"])["spent"] == 3
+        gamma = Agent("gamma", agents["gamma"].token, api.client(agents["gamma"].token))
+        assert ok(gamma.act("search"))["remaining"] == 6
+    finally:
+        api.close()
+        node.kill()
+
+
+def test_a_store_url_that_is_not_postgresql_is_refused(tmp_path: Path) -> None:
+    done = migrate(tmp_path, "mysql://db/guard")
+    assert done.returncode == 1
+    assert "--store must be a postgresql:// URL" in done.stderr
