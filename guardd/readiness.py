@@ -3,7 +3,9 @@
 ``/healthz`` is liveness (the process serves HTTP). ``/readyz`` says whether
 a decision asked now could be made and written: every agent is loaded (guardd
 serves only after loading, so that holds whenever it answers), it holds the
-signing key, and the data dir takes a write. A load balancer sends traffic
+signing key, the data dir takes a write, and the store answers (a
+PostgreSQL store shared by several nodes can be unreachable while the node
+runs). A load balancer sends traffic
 only to ready nodes; an orchestrator restarts only dead ones.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 PROBE_NAME = ".ready-probe"
@@ -21,9 +24,16 @@ PROBE_EVERY = 1.0
 
 
 class Readiness:
-    def __init__(self, root: Path, *, read_only: bool) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        read_only: bool,
+        store: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> None:
         self.root = root
         self.read_only = read_only
+        self.store = store  # the store's own probe (LogStore.unready)
         self.stopping = False
         self._checked_at = -PROBE_EVERY
         self._reason: str | None = None
@@ -38,6 +48,8 @@ class Readiness:
         async with self._lock:  # one probe at a time
             if time.monotonic() - self._checked_at >= PROBE_EVERY:
                 self._reason = await asyncio.to_thread(_probe_write, self.root)
+                if self._reason is None and self.store is not None:
+                    self._reason = await self.store()
                 self._checked_at = time.monotonic()
             return self._reason
 

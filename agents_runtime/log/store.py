@@ -204,6 +204,11 @@ class LogStore(Protocol):
         """Call ``callback(agent_id, seq)`` when another writer appends."""
         ...
 
+    async def unready(self) -> str | None:
+        """Why the store cannot take a write just now, in one sentence; None
+        when it can (for ``/readyz``)."""
+        ...
+
     def close(self) -> None:
         """Release what the store holds, once every actor has stopped."""
         ...

@@ -48,7 +48,12 @@ class Guard:
 
 def _readiness(service: Service) -> Readiness:
     guard = service.guard
-    return Readiness(guard.data_dir.root, read_only=guard.ring.read_only)
+    store = guard.registry.store
+    return Readiness(
+        guard.data_dir.root,
+        read_only=guard.ring.read_only,
+        store=store.unready if store.shared else None,
+    )
 
 
 @attrs.frozen

@@ -365,3 +365,22 @@ def _insert_line(dsn: str, agent_id: str, seq: int, line: bytes) -> None:
             await conn.close()
 
     asyncio.run(insert())
+
+
+def test_readyz_says_why_while_the_database_is_down(
+    nodes: Nodes, postgres_server: PostgresServer
+) -> None:
+    assert nodes.one.http.get("/readyz").status_code == 200
+    postgres_server.stop("fast")
+    try:
+        time.sleep(1.1)  # past the probe's reuse of its last answer
+        answer = nodes.one.http.get("/readyz")
+    finally:
+        postgres_server.start()
+    assert answer.status_code == 503
+    assert "the store postgresql://" in answer.text
+    assert "cannot be reached" in answer.text
+    deadline = time.monotonic() + 20
+    while nodes.one.http.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the node did not become ready again"
+        time.sleep(0.3)

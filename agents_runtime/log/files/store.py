@@ -172,5 +172,8 @@ class FileStore:
     def on_appended(self, callback: Callable[[str, int], None]) -> None:
         """Never called: the data-dir lock makes this process the only writer."""
 
+    async def unready(self) -> str | None:
+        return None  # readiness probes the data dir itself
+
     def close(self) -> None:
         self.committer.close()

@@ -51,6 +51,7 @@ DB_ERRORS = (
     asyncio.TimeoutError,
 )
 LISTEN_RETRY = 1.0  # seconds between attempts to listen again
+READY_TIMEOUT = 2.0  # seconds a /readyz probe of the database may take
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection
 COMMAND_TIMEOUT = 10.0  # seconds a statement may take before the caller is answered 503
 
@@ -396,6 +397,14 @@ class PgStore:
             return
         for callback in self._appended:
             callback(agent_id, int(seq))
+
+    async def unready(self) -> str | None:
+        try:
+            pool = await self.serving_pool()
+            await pool.fetchval("select 1", timeout=READY_TIMEOUT)
+        except DB_ERRORS as exc:
+            return f"the store {masked(self.url)} cannot be reached: {_why(exc)}"
+        return None
 
     async def aclose(self) -> None:
         """Close the serving pool, from the loop that made it."""
