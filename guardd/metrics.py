@@ -19,7 +19,7 @@ from time import perf_counter
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from quart import Quart, Response
 from quart.typing import ResponseTypes
@@ -162,6 +162,14 @@ class AgentsCollector(Collector):
         pending_family.add_metric((), pending)
         bytes_family.add_metric((), log_bytes)
         yield from (by_state, pending_family, bytes_family)
+        if agents.store.shared:
+            conflicts = CounterMetricFamily(
+                "guard_store_conflicts",
+                "Batches decided again because another node appended to the agent's log first",
+                labels=(),
+            )
+            conflicts.add_metric((), sum(a.conflicts for a in agents.actors.values()))
+            yield conflicts
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:

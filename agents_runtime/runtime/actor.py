@@ -174,6 +174,7 @@ class AgentActor:
         # record another writer appended that fails verification quarantines.
         self.stale = False
         self.quarantine: str | None = None
+        self.conflicts = 0  # batches decided again after another writer's (metrics)
         self._buffer: list[bytes] = []
         self._ts = ""
         self._watchers: dict[str, list[asyncio.Future[None]]] = {}
@@ -434,6 +435,7 @@ class AgentActor:
                 await self.log.append(data, self.committed)
             except HeadMoved:
                 self.stale = True  # decide again on what the other writer wrote
+                self.conflicts += 1
                 continue
             except Exception as exc:
                 # LogWriteError, or a store's bug: nothing is answered as

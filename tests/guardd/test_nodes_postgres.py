@@ -96,6 +96,12 @@ def test_requests_spread_over_two_nodes_never_overspend(nodes: Nodes) -> None:
     allowed = [r for r in records if r["kind"] == "action_allowed"]
     assert sum(Decimal(str(r["cost"])) for r in allowed) == 10
     assert [r["seq"] for r in records] == list(range(len(records)))
+    # Each node counts the batches it decided again after the other's write.
+    for api in (nodes.one, nodes.two):
+        metrics = api.admin.get("/metrics").text
+        counted = [m for m in metrics.splitlines() if m.startswith("guard_store_conflicts_total ")]
+        assert len(counted) == 1
+        assert float(counted[0].split()[1]) >= 0
 
 
 def test_the_log_in_the_store_verifies_and_is_the_same_from_every_node(nodes: Nodes) -> None:
