@@ -15,11 +15,13 @@ agents; the server is a PostgreSQL of our own (fsync and synchronous_commit
 on), removed at the end.
 
 Modes:
-  floor   the floor alone (what runs today)
-  guardd  TODO (the PostgreSQL store): decide through guardd on PostgreSQL, one node and
-          two nodes, rounds interleaved with the floor (see run_guardd)
+  floor   the floor alone
+  guardd  decide through guardd on PostgreSQL (--store), one node against the
+          floor, rounds interleaved (ABBA); then two nodes on one database,
+          with and without agent-affinity routing, and their conflict rate
+          (target: one node >= 0.6x the floor)
 
-    python -m bench pg
+    python -m bench pg                          # guardd against the floor
     python -m bench.pg_bench floor --duration 5 --rounds 1
 """
 
@@ -27,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -38,14 +42,18 @@ from typing import Any
 
 import httpx
 from hypercorn.asyncio import serve
+from prometheus_client.parser import text_string_to_metric_families
 from quart import Quart, request
 
 from bench.http_bench import (
     N_AGENTS,
     Round,
     Server,
+    admin_token,
+    create_agents,
     format_round,
     free_port,
+    guardd_server,
     run_wrk,
     write_wrk_data,
 )
@@ -278,20 +286,121 @@ def run_floor(duration: float, rounds: int, warmup: float, writers: int = 1) -> 
 
 
 def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
-    """TODO (the PostgreSQL store), once guardd has ``--store postgresql://...``:
+    """decide at c=64 through guardd on PostgreSQL against the floor, rounds
+    interleaved (ABBA) in the same run; then two nodes on one database, wrk
+    spread over both (c=32 each), with agent-affinity routing (each agent
+    to one node) and without (every agent to both)."""
+    lines, answer_size = decide_sample()
+    print(
+        f"pg_bench guardd: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f};"
+        f" decide c={CONCURRENCY}, {duration:g} s rounds x {rounds}"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="guard-pg-bench-") as tmp,
+        bench_database() as (pg, dsn),
+    ):
+        work_dir = Path(tmp)
+        guard_dsn = pg.create_database("guard")
+        floor = floor_server(work_dir, dsn, lines, answer_size)
+        one = guardd_server(work_dir / "node1", name="guardd", args=["--store", guard_dsn])
+        two = guardd_server(work_dir / "node2", name="guardd2", args=["--store", guard_dsn])
+        servers = [floor, one]
+        try:
+            floor.start(timeout=60.0)
+            one.start(timeout=120.0)
+            admin = admin_token(one_dir := work_dir / "node1")
+            ids = [f"bench-agent-{i:03d}" for i in range(N_AGENTS)]
+            tokens = asyncio.run(create_agents(one.url, admin, ids))
+            agents = [(a, tokens[a]) for a in ids]
+            shutil.copytree(one_dir / "keys", work_dir / "node2" / "keys")
+            two.start(timeout=120.0)
+            servers.append(two)
+            every = work_dir / "wrk-all.lua"
+            write_wrk_data(every, "decide", agents)
+            halves = [work_dir / "wrk-half-0.lua", work_dir / "wrk-half-1.lua"]
+            for k, path in enumerate(halves):
+                write_wrk_data(path, "decide", agents[k::2])
+            if warmup > 0:
+                for server in (floor, one, two):
+                    run_wrk(server, "decide", 16, warmup, every)
+            floor_rounds: list[Round] = []
+            guard_rounds: list[Round] = []
+            for k in range(rounds):
+                order = (floor, one) if k % 2 == 0 else (one, floor)
+                for server in order:
+                    result = run_wrk(server, "decide", CONCURRENCY, duration, every)
+                    (floor_rounds if server is floor else guard_rounds).append(result)
+                    print(format_round(result), flush=True)
+            spread: dict[str, tuple[float, float, float]] = {}
+            for name, files in (("affinity", halves), ("no affinity", [every, every])):
+                before = _conflicts_and_batches(one, admin), _conflicts_and_batches(two, admin)
+                with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                    both = list(
+                        pool.map(
+                            lambda pair: run_wrk(
+                                pair[0], "decide", CONCURRENCY // 2, duration, pair[1]
+                            ),
+                            [(one, files[0]), (two, files[1])],
+                        )
+                    )
+                after = _conflicts_and_batches(one, admin), _conflicts_and_batches(two, admin)
+                conflicts = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
+                batches = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
+                rps = sum(r.rps for r in both)
+                p99 = max(r.p99_us for r in both) / 1000
+                rate = conflicts / max(1.0, batches)
+                spread[name] = (rps, p99, rate)
+                print(
+                    f"  two nodes, {name}: {rps:.0f} req/s, p99 {p99:.2f} ms,"
+                    f" conflicts {conflicts:.0f} of {batches:.0f} batches ({rate:.1%})",
+                    flush=True,
+                )
+        finally:
+            for server in servers:
+                server.stop()
+    floor_rps = statistics.median(r.rps for r in floor_rounds)
+    guard_rps = statistics.median(r.rps for r in guard_rounds)
+    ratio = guard_rps / floor_rps
+    floor_p99 = statistics.median(r.p99_us for r in floor_rounds) / 1000
+    guard_p99 = statistics.median(r.p99_us for r in guard_rounds) / 1000
+    verdict = "met" if ratio >= 0.6 else "MISSED"
+    print(
+        f"  -> one node: guardd/floor throughput {ratio:.2f}x"
+        f" ({guard_rps:.0f} vs {floor_rps:.0f} req/s), p99 {guard_p99:.2f} vs {floor_p99:.2f} ms"
+        f"  [target >= 0.6x: {verdict}]"
+    )
+    errors = sum(r.error_count for r in floor_rounds + guard_rounds)
+    return {
+        "round_seconds": duration,
+        "rounds": rounds,
+        "one_node_ratio": round(ratio, 3),
+        "floor_decide": f"{floor_rps:.0f} req/s, p99 {floor_p99:.2f} ms",
+        "guardd_one_node": f"{guard_rps:.0f} req/s, p99 {guard_p99:.2f} ms",
+        **{
+            f"two_nodes_{name.replace(' ', '_')}": (
+                f"{rps:.0f} req/s, p99 {p99:.2f} ms, conflict rate {rate:.1%}"
+            )
+            for name, (rps, p99, rate) in spread.items()
+        },
+        "errors": errors,
+        "pass": ratio >= 0.6 and errors == 0,
+    }
 
-    - one PostgreSQL (bench_database), a fresh database per node setup;
-    - one guardd node, then two nodes on the same database with the same
-      ``keys/`` copied into each data dir, 100 agents created through one;
-    - decide at c=64 through guardd, floor rounds interleaved ABBA in the
-      same run (run_floor's server, same lines and driver);
-    - two nodes: wrk spread over both, once with agent-affinity routing
-      (each agent always to the same node) and once without; print each
-      figure and the conflict rate (retried batches / batches) from guardd's
-      metrics;
-    - target: one node >= 0.6x the floor ("pass").
-    """
-    raise NotImplementedError("pg_bench guardd: guardd has no PostgreSQL store yet")
+
+def _conflicts_and_batches(server: Server, admin: str) -> tuple[float, float]:
+    """The node's guard_store_conflicts_total and its count of committed batches."""
+    response = httpx.get(
+        f"{server.url}/metrics", headers={"Authorization": f"Bearer {admin}"}, timeout=30.0
+    )
+    response.raise_for_status()
+    conflicts = batches = 0.0
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            if sample.name == "guard_store_conflicts_total":
+                conflicts = sample.value
+            elif sample.name == "guard_commit_batch_records_count":
+                batches = sample.value
+    return conflicts, batches
 
 
 def _env_number(name: str, default: float) -> float:
@@ -305,7 +414,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("mode", nargs="?", default="floor", choices=MODES)
+    parser.add_argument("mode", nargs="?", default="guardd", choices=MODES)
     parser.add_argument(
         "--duration",
         type=float,
@@ -334,10 +443,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             parser.error("--serve-floor needs --port, --dsn and --lines")
         sys.exit(serve_floor(args.port, args.dsn, args.lines, args.answer_size, args.writers))
     if args.mode == "guardd":
-        try:
-            return run_guardd(args.duration, args.rounds, args.warmup)
-        except NotImplementedError as exc:
-            parser.exit(2, f"{exc}\n")
+        return run_guardd(args.duration, args.rounds, args.warmup)
     if args.writers < 1:
         parser.error("--writers must be at least 1")
     return run_floor(args.duration, args.rounds, args.warmup, args.writers)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -40,6 +41,9 @@ _INSERT = (
     "insert into guard_logs (agent_id, seq, line)"
     " select $1, s, l from unnest($2::bigint[], $3::bytea[]) as t(s, l)"
 )
+# A batch and its notification in one statement, so one transaction and one
+# round trip (the notification goes out only if the insert commits).
+_APPEND = f"with written as ({_INSERT} returning 1) select pg_notify($4, $5)"
 _READ = "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3 order by seq"
 _NEWER = "select line from guard_logs where agent_id = $1 and seq > $2 order by seq"
 # What a lost or refused connection, a restarting server or a timeout raise.
@@ -77,7 +81,15 @@ async def _pool(url: str, size: int) -> asyncpg.Pool:
         max_size=size,
         timeout=CONNECT_TIMEOUT,
         command_timeout=COMMAND_TIMEOUT,
+        reset=_keep_session,
     )
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """No reset query when a connection goes back to its pool (a round trip
+    per use otherwise): the store never changes a session's settings, holds
+    no session lock and listens on a connection of its own; a transaction
+    left open is rolled back by the pool all the same."""
 
 
 def _lines_of(data: bytes) -> list[bytes]:
@@ -107,11 +119,14 @@ class PgAgentLog:
         started = time.perf_counter()
         try:
             pool = await self._store.serving_pool()
-            async with pool.acquire() as conn, conn.transaction():
-                await conn.execute(_INSERT, self.agent_id, seqs, lines)
-                await conn.execute(
-                    "select pg_notify($1, $2)", NOTIFY_CHANNEL, f"{self.agent_id} {seqs[-1]}"
-                )
+            await pool.execute(
+                _APPEND,
+                self.agent_id,
+                seqs,
+                lines,
+                NOTIFY_CHANNEL,
+                self._store.notice(self.agent_id, seqs[-1]),
+            )
         except asyncpg.UniqueViolationError as exc:
             raise HeadMoved(f"log {self.agent_id} has moved past seq {after.head.seq}") from exc
         except DB_ERRORS as exc:
@@ -216,6 +231,7 @@ class PgStore:
         self._observers: list[CommitObserver] = []
         self._appended: list[Callable[[str, int], None]] = []
         self._listener: asyncio.Task[None] | None = None
+        self._node = secrets.token_hex(8)  # names this process in its notifications
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (PgStore, (self.url,), {"_checkpoint_dir": self._checkpoint_dir})
@@ -346,7 +362,9 @@ class PgStore:
                 )
                 await conn.execute(_INSERT, agent_id, list(range(len(lines))), lines)
                 await conn.execute(
-                    "select pg_notify($1, $2)", NOTIFY_CHANNEL, f"{agent_id} {len(lines) - 1}"
+                    "select pg_notify($1, $2)",
+                    NOTIFY_CHANNEL,
+                    self.notice(agent_id, len(lines) - 1),
                 )
         except asyncpg.UniqueViolationError as exc:
             raise AgentExists(f"agent {agent_id} already exists") from exc
@@ -365,8 +383,8 @@ class PgStore:
             observer(records, seconds, 0.0)
 
     def on_appended(self, callback: Callable[[str, int], None]) -> None:
-        """Call ``callback(agent_id, seq)`` for each batch any node commits
-        (this one's too), heard on ``NOTIFY_CHANNEL``; from the running loop."""
+        """Call ``callback(agent_id, seq)`` for each batch another node commits
+        (not this one's), heard on ``NOTIFY_CHANNEL``; from the running loop."""
         self._appended.append(callback)
         if self._listener is None:
             self._listener = asyncio.get_running_loop().create_task(
@@ -391,10 +409,16 @@ class PgStore:
                     conn.terminate()
             await asyncio.sleep(LISTEN_RETRY)
 
+    def notice(self, agent_id: str, seq: int) -> str:
+        """The payload of an append's notification: whose log, up to which
+        seq, and which node wrote it (a node ignores its own)."""
+        return f"{agent_id} {seq} {self._node}"
+
     def _notified(self, conn: object, pid: int, channel: str, payload: object) -> None:
-        agent_id, _, seq = str(payload).rpartition(" ")
-        if not seq.isdigit():
+        parts = str(payload).rsplit(" ", 2)
+        if len(parts) != 3 or not parts[1].isdigit() or parts[2] == self._node:
             return
+        agent_id, seq = parts[0], parts[1]
         for callback in self._appended:
             callback(agent_id, int(seq))
 
