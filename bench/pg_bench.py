@@ -333,7 +333,7 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
                     print(format_round(result), flush=True)
             spread: dict[str, tuple[float, float, float]] = {}
             for name, files in (("affinity", halves), ("no affinity", [every, every])):
-                before = _conflicts_and_batches(one, admin), _conflicts_and_batches(two, admin)
+                before = _conflicts(one, admin), _conflicts(two, admin)
                 with concurrent.futures.ThreadPoolExecutor(2) as pool:
                     both = list(
                         pool.map(
@@ -343,16 +343,16 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
                             [(one, files[0]), (two, files[1])],
                         )
                     )
-                after = _conflicts_and_batches(one, admin), _conflicts_and_batches(two, admin)
-                conflicts = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
-                batches = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
+                after = _conflicts(one, admin), _conflicts(two, admin)
+                conflicts = sum(a - b for a, b in zip(after, before, strict=True))
+                requests = sum(r.requests for r in both)
                 rps = sum(r.rps for r in both)
                 p99 = max(r.p99_us for r in both) / 1000
-                rate = conflicts / max(1.0, batches)
+                rate = conflicts / max(1, requests)
                 spread[name] = (rps, p99, rate)
                 print(
                     f"  two nodes, {name}: {rps:.0f} req/s, p99 {p99:.2f} ms,"
-                    f" conflicts {conflicts:.0f} of {batches:.0f} batches ({rate:.1%})",
+                    f" {conflicts:.0f} conflicts in {requests} requests ({rate:.1%})",
                     flush=True,
                 )
         finally:
@@ -378,7 +378,7 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
         "guardd_one_node": f"{guard_rps:.0f} req/s, p99 {guard_p99:.2f} ms",
         **{
             f"two_nodes_{name.replace(' ', '_')}": (
-                f"{rps:.0f} req/s, p99 {p99:.2f} ms, conflict rate {rate:.1%}"
+                f"{rps:.0f} req/s, p99 {p99:.2f} ms, conflicts per request {rate:.1%}"
             )
             for name, (rps, p99, rate) in spread.items()
         },
@@ -387,20 +387,17 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
     }
 
 
-def _conflicts_and_batches(server: Server, admin: str) -> tuple[float, float]:
-    """The node's guard_store_conflicts_total and its count of committed batches."""
+def _conflicts(server: Server, admin: str) -> float:
+    """The node's guard_store_conflicts_total: batches decided again."""
     response = httpx.get(
         f"{server.url}/metrics", headers={"Authorization": f"Bearer {admin}"}, timeout=30.0
     )
     response.raise_for_status()
-    conflicts = batches = 0.0
     for family in text_string_to_metric_families(response.text):
         for sample in family.samples:
             if sample.name == "guard_store_conflicts_total":
-                conflicts = sample.value
-            elif sample.name == "guard_commit_batch_records_count":
-                batches = sample.value
-    return conflicts, batches
+                return sample.value
+    return 0.0
 
 
 def _env_number(name: str, default: float) -> float:

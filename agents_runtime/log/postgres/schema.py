@@ -16,6 +16,8 @@ Tables:
 - ``guard_agents``: one row per agent, with the ``log_id`` of its genesis
   record; inserted in the transaction that appends the genesis and policy
   records, so creating one agent on two nodes at once gives one row.
+- ``guard_append``: the batches of many agents' actors inserted in one
+  statement, each agent's all or nothing (version 2).
 - ``guard_logs``: one row per record line, exactly the bytes the file store
   writes (without the line feed), keyed ``(agent_id, seq)``: a node whose
   batch conflicts on that key learns another node wrote first. No foreign
@@ -36,7 +38,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 NOTIFY_CHANNEL: Final = "guard_log_appended"
 
 # Any fixed 64-bit number; it only has to differ from the other advisory
@@ -70,6 +72,39 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             line bytea not null,
             primary key (agent_id, seq)
         )
+        """,
+    ),
+    2: (
+        # The batches of many agents in one statement (one transaction, one
+        # round trip), each agent's all or nothing: a batch whose seqs
+        # another node took is rolled back alone (its own subtransaction)
+        # and its agent returned; the others commit and are notified on
+        # NOTIFY_CHANNEL (named literally: a test checks they agree).
+        """
+        create function guard_append(
+            agents text[], firsts bigint[], counts int[], lines bytea[], node text
+        ) returns text[] language plpgsql as $$
+        declare
+            refused text[] := '{}';
+            pos int := 1;
+        begin
+            for i in 1 .. coalesce(array_length(agents, 1), 0) loop
+                begin
+                    insert into guard_logs (agent_id, seq, line)
+                    select agents[i], firsts[i] + k - 1, lines[pos + k - 1]
+                    from generate_series(1, counts[i]) as k;
+                    perform pg_notify(
+                        'guard_log_appended',
+                        agents[i] || ' ' || (firsts[i] + counts[i] - 1) || ' ' || node
+                    );
+                exception when unique_violation then
+                    refused := refused || agents[i];
+                end;
+                pos := pos + counts[i];
+            end loop;
+            return refused;
+        end
+        $$
         """,
     ),
 }

@@ -29,6 +29,7 @@ import attrs
 
 from agents_runtime.errors import AgentExists, KeyFileError, LogReadError, LogWriteError
 from agents_runtime.log.postgres.portal import Portal
+from agents_runtime.log.postgres.rounds import Rounds
 from agents_runtime.log.postgres.schema import (
     META_AUDIT_PUBLIC_KEY,
     META_TOKEN_KEY_FINGERPRINT,
@@ -41,11 +42,15 @@ _INSERT = (
     "insert into guard_logs (agent_id, seq, line)"
     " select $1, s, l from unnest($2::bigint[], $3::bytea[]) as t(s, l)"
 )
-# A batch and its notification in one statement, so one transaction and one
-# round trip (the notification goes out only if the insert commits).
-_APPEND = f"with written as ({_INSERT} returning 1) select pg_notify($4, $5)"
 _READ = "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3 order by seq"
-_NEWER = "select line from guard_logs where agent_id = $1 and seq > $2 order by seq"
+# What other nodes appended to the logs of every agent of a round.
+_NEWER = (
+    "select h.agent_id, h.head, g.line"
+    " from unnest($1::text[], $2::bigint[]) as h(agent_id, head)"
+    " join guard_logs g on g.agent_id = h.agent_id and g.seq > h.head"
+    " order by h.agent_id, h.head, g.seq"
+)
+_APPEND_ROUND = "select guard_append($1, $2, $3, $4, $5)"
 # What a lost or refused connection, a restarting server or a timeout raise.
 DB_ERRORS = (
     asyncpg.PostgresError,
@@ -114,35 +119,11 @@ class PgAgentLog:
         if not self.writable:
             raise LogWriteError("read-only")
         lines = _lines_of(data)
-        first = after.head.seq + 1
-        seqs = list(range(first, first + len(lines)))
-        started = time.perf_counter()
-        try:
-            pool = await self._store.serving_pool()
-            await pool.execute(
-                _APPEND,
-                self.agent_id,
-                seqs,
-                lines,
-                NOTIFY_CHANNEL,
-                self._store.notice(self.agent_id, seqs[-1]),
-            )
-        except asyncpg.UniqueViolationError as exc:
-            raise HeadMoved(f"log {self.agent_id} has moved past seq {after.head.seq}") from exc
-        except DB_ERRORS as exc:
-            # Perhaps committed (the connection lost during COMMIT): the
-            # actor reads the rows back (newer) before it answers anyone.
-            raise LogWriteError(f"appending to {self.agent_id} failed: {_why(exc)}") from exc
+        await self._store.writes().ask((self.agent_id, after.head.seq + 1, lines))
         self.size += len(data)
-        self._store.committed(len(lines), time.perf_counter() - started)
 
     async def newer(self, after: Committed) -> list[bytes]:
-        try:
-            pool = await self._store.serving_pool()
-            rows = await pool.fetch(_NEWER, self.agent_id, after.head.seq)
-        except DB_ERRORS as exc:
-            raise LogReadError(f"reading the log of {self.agent_id} failed: {_why(exc)}") from exc
-        return [bytes(row["line"]) for row in rows]
+        return await self._store.reads().ask((self.agent_id, after.head.seq))
 
     async def lines(self, seqs: Sequence[int], upto: Committed) -> dict[int, bytes]:
         try:
@@ -232,6 +213,9 @@ class PgStore:
         self._appended: list[Callable[[str, int], None]] = []
         self._listener: asyncio.Task[None] | None = None
         self._node = secrets.token_hex(8)  # names this process in its notifications
+        self._rounds_loop: asyncio.AbstractEventLoop | None = None
+        self._reads: Rounds[tuple[str, int], list[bytes]] | None = None
+        self._writes: Rounds[tuple[str, int, list[bytes]], None] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (PgStore, (self.url,), {"_checkpoint_dir": self._checkpoint_dir})
@@ -240,6 +224,69 @@ class PgStore:
         self.__init__(self.url, checkpoint_dir=state["_checkpoint_dir"])  # type: ignore[misc]
 
     # -- connections -----------------------------------------------------------
+
+    def reads(self) -> Rounds[tuple[str, int], list[bytes]]:
+        """The rounds of reads of what other nodes appended, on this loop."""
+        self._bind_rounds()
+        assert self._reads is not None
+        return self._reads
+
+    def writes(self) -> Rounds[tuple[str, int, list[bytes]], None]:
+        """The rounds of appends, on this loop."""
+        self._bind_rounds()
+        assert self._writes is not None
+        return self._writes
+
+    def _bind_rounds(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._rounds_loop is not loop:
+            self._rounds_loop = loop
+            self._reads = Rounds(self._read_round)
+            self._writes = Rounds(self._write_round)
+
+    async def _read_round(self, asks: list[tuple[str, int]]) -> list[list[bytes] | BaseException]:
+        unique = sorted(set(asks))
+        try:
+            pool = await self.serving_pool()
+            rows = await pool.fetch(_NEWER, [a for a, _ in unique], [h for _, h in unique])
+        except DB_ERRORS as exc:
+            why = _why(exc)
+            return [LogReadError(f"reading the log of {a} failed: {why}") for a, _ in asks]
+        found: dict[tuple[str, int], list[bytes]] = {}
+        for row in rows:
+            found.setdefault((row["agent_id"], row["head"]), []).append(bytes(row["line"]))
+        return [found.get(ask, []) for ask in asks]
+
+    async def _write_round(
+        self, batches: list[tuple[str, int, list[bytes]]]
+    ) -> list[BaseException | None]:
+        started = time.perf_counter()
+        try:
+            pool = await self.serving_pool()
+            refused = await pool.fetchval(
+                _APPEND_ROUND,
+                [agent_id for agent_id, _, _ in batches],
+                [first for _, first, _ in batches],
+                [len(lines) for _, _, lines in batches],
+                [line for _, _, lines in batches for line in lines],
+                self._node,
+            )
+        except DB_ERRORS as exc:
+            # Perhaps committed (the connection lost during COMMIT): each
+            # actor reads its rows back (newer) before it answers anyone.
+            why = _why(exc)
+            return [LogWriteError(f"appending to {a} failed: {why}") for a, _, _ in batches]
+        moved = set(refused)
+        answers: list[BaseException | None] = []
+        records = 0
+        for agent_id, first, lines in batches:
+            if agent_id in moved:
+                answers.append(HeadMoved(f"log {agent_id} has moved past seq {first - 1}"))
+            else:
+                answers.append(None)
+                records += len(lines)
+        self.committed(records, time.perf_counter() - started)
+        return answers
 
     async def serving_pool(self) -> asyncpg.Pool:
         """The pool of the loop that serves requests, made on first use."""

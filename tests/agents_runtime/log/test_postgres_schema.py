@@ -83,3 +83,33 @@ async def test_a_newer_schema_is_refused(conn: asyncpg.Connection) -> None:
     with pytest.raises(SchemaError, match="newer than this guardd"):
         await ensure_schema(conn)
     assert await schema_version(conn) == SCHEMA_VERSION + 1
+
+
+def test_the_append_function_notifies_on_the_channel_nodes_listen_on() -> None:
+    from agents_runtime.log.postgres.schema import MIGRATIONS, NOTIFY_CHANNEL
+
+    assert f"'{NOTIFY_CHANNEL}'" in MIGRATIONS[2][0]
+
+
+async def test_a_version_1_database_is_upgraded_keeping_its_rows(
+    conn: asyncpg.Connection,
+) -> None:
+    from agents_runtime.log.postgres.schema import MIGRATIONS
+
+    async with conn.transaction():
+        for statement in MIGRATIONS[1]:
+            await conn.execute(statement)
+        await conn.execute("insert into guard_meta values ($1, '1')", META_SCHEMA_VERSION)
+    await conn.execute("insert into guard_logs values ('a', 0, $1)", b"line")
+    result = await ensure_schema(conn)
+    assert (result.found, result.version) == (1, SCHEMA_VERSION)
+    assert await conn.fetchval("select line from guard_logs") == b"line"
+    refused = await conn.fetchval(
+        "select guard_append($1, $2, $3, $4, 'n')",
+        ["a", "b"],
+        [0, 0],
+        [1, 1],
+        [b"again", b"first"],
+    )
+    assert refused == ["a"]  # seq 0 of a is taken; b's batch commits alone
+    assert await conn.fetchval("select line from guard_logs where agent_id = 'b'") == b"first"

@@ -1,0 +1,60 @@
+"""Rounds: what many actors ask of the database at one moment, in one
+statement.
+
+The first request starts a round at once; requests that arrive while it is
+under way wait and go together into the next. So under load one round trip
+serves every agent waiting (as the file store's committer shares one flush),
+and alone a request waits for nothing. The store has one of these for the
+reads of what other nodes appended and one for appends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+Ask = TypeVar("Ask")
+Answer = TypeVar("Answer")
+
+# Runs one round: an answer, or the exception to raise, for each request in order.
+RoundRunner = Callable[[list[Ask]], Awaitable[list[Answer | BaseException]]]
+
+
+class Rounds(Generic[Ask, Answer]):
+    def __init__(self, run: RoundRunner[Ask, Answer]) -> None:
+        self._run = run
+        self._waiting: list[tuple[Ask, asyncio.Future[Answer]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def ask(self, request: Ask) -> Answer:
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._waiting.append((request, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._rounds(), name="store-round")
+        return await future
+
+    async def _rounds(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                answers = await self._run([request for request, _ in batch])
+            except BaseException as exc:  # cancelled at shutdown, or a bug: tell every caller
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            for (_, future), answer in zip(batch, answers, strict=True):
+                if future.done():  # its caller was cancelled
+                    continue
+                if isinstance(answer, BaseException):
+                    future.set_exception(answer)
+                else:
+                    future.set_result(answer)
+
+    def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
