@@ -328,6 +328,12 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
             for k in range(rounds):
                 order = (floor, one) if k % 2 == 0 else (one, floor)
                 for server in order:
+                    # Each round from a fresh checkpoint, on both sides; the
+                    # floor's table is emptied too (guardd's rows are its logs).
+                    if server is floor:
+                        reset_log_table(pg)
+                    else:
+                        pg.psql("checkpoint", "guard")
                     result = run_wrk(server, "decide", CONCURRENCY, duration, every)
                     (floor_rounds if server is floor else guard_rounds).append(result)
                     print(format_round(result), flush=True)

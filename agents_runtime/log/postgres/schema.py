@@ -76,32 +76,52 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     ),
     2: (
         # The batches of many agents in one statement (one transaction, one
-        # round trip), each agent's all or nothing: a batch whose seqs
-        # another node took is rolled back alone (its own subtransaction)
-        # and its agent returned; the others commit and are notified on
-        # NOTIFY_CHANNEL (named literally: a test checks they agree).
+        # round trip), each agent's all or nothing: every row goes in unless
+        # its key is taken; an agent any of whose rows was refused (another
+        # node wrote first) has its rows of this batch deleted again, before
+        # the commit, and is returned; the others are notified on
+        # NOTIFY_CHANNEL (named literally: a test checks they agree). No
+        # subtransaction per agent: more than 64 in one transaction slow
+        # every other session's snapshots. The caller sorts the batches by
+        # agent, so that two nodes wait on each other's rows in one order
+        # and never deadlock.
         """
         create function guard_append(
             agents text[], firsts bigint[], counts int[], lines bytea[], node text
         ) returns text[] language plpgsql as $$
         declare
-            refused text[] := '{}';
-            pos int := 1;
+            ins_agents text[];
+            ins_seqs bigint[];
+            refused text[];
         begin
-            for i in 1 .. coalesce(array_length(agents, 1), 0) loop
-                begin
-                    insert into guard_logs (agent_id, seq, line)
-                    select agents[i], firsts[i] + k - 1, lines[pos + k - 1]
-                    from generate_series(1, counts[i]) as k;
-                    perform pg_notify(
-                        'guard_log_appended',
-                        agents[i] || ' ' || (firsts[i] + counts[i] - 1) || ' ' || node
-                    );
-                exception when unique_violation then
-                    refused := refused || agents[i];
-                end;
-                pos := pos + counts[i];
-            end loop;
+            with batch as (
+                select b.agent_id, b.first, b.n, sum(b.n) over (order by b.i) - b.n as skip
+                from unnest(agents, firsts, counts) with ordinality as b(agent_id, first, n, i)
+            ), written as (
+                insert into guard_logs (agent_id, seq, line)
+                select b.agent_id, b.first + k - 1, lines[b.skip + k]
+                from batch b cross join lateral generate_series(1, b.n) as k
+                order by b.agent_id, k
+                on conflict do nothing
+                returning agent_id, seq
+            )
+            select array_agg(agent_id), array_agg(seq) into ins_agents, ins_seqs from written;
+            select coalesce(array_agg(b.agent_id), '{}') into refused
+            from unnest(agents, counts) as b(agent_id, n)
+            where b.n > (
+                select count(*) from unnest(coalesce(ins_agents, '{}')) as w(a)
+                where w.a = b.agent_id
+            );
+            if cardinality(refused) > 0 then
+                delete from guard_logs g
+                using unnest(ins_agents, ins_seqs) as d(agent_id, seq)
+                where g.agent_id = d.agent_id and g.seq = d.seq and d.agent_id = any(refused);
+            end if;
+            perform pg_notify(
+                'guard_log_appended', b.agent_id || ' ' || (b.first + b.n - 1) || ' ' || node
+            )
+            from unnest(agents, firsts, counts) as b(agent_id, first, n)
+            where not (b.agent_id = any(refused));
             return refused;
         end
         $$

@@ -261,14 +261,15 @@ class PgStore:
         self, batches: list[tuple[str, int, list[bytes]]]
     ) -> list[BaseException | None]:
         started = time.perf_counter()
+        ordered = sorted(batches, key=lambda batch: batch[0])  # see guard_append
         try:
             pool = await self.serving_pool()
             refused = await pool.fetchval(
                 _APPEND_ROUND,
-                [agent_id for agent_id, _, _ in batches],
-                [first for _, first, _ in batches],
-                [len(lines) for _, _, lines in batches],
-                [line for _, _, lines in batches for line in lines],
+                [agent_id for agent_id, _, _ in ordered],
+                [first for _, first, _ in ordered],
+                [len(lines) for _, _, lines in ordered],
+                [line for _, _, lines in ordered for line in lines],
                 self._node,
             )
         except DB_ERRORS as exc:

@@ -113,3 +113,22 @@ async def test_a_version_1_database_is_upgraded_keeping_its_rows(
     )
     assert refused == ["a"]  # seq 0 of a is taken; b's batch commits alone
     assert await conn.fetchval("select line from guard_logs where agent_id = 'b'") == b"first"
+
+
+async def test_a_batch_refused_in_part_leaves_none_of_its_rows(conn: asyncpg.Connection) -> None:
+    await ensure_schema(conn)
+    await conn.execute("insert into guard_logs values ('a', 1, $1)", b"theirs")
+    refused = await conn.fetchval(
+        "select guard_append($1, $2, $3, $4, 'n')",
+        ["a", "b"],
+        [0, 0],
+        [2, 2],
+        [b"a0", b"a1", b"b0", b"b1"],
+    )
+    assert refused == ["a"]
+    rows = await conn.fetch("select agent_id, seq, line from guard_logs order by agent_id, seq")
+    assert [(r["agent_id"], r["seq"], bytes(r["line"])) for r in rows] == [
+        ("a", 1, b"theirs"),
+        ("b", 0, b"b0"),
+        ("b", 1, b"b1"),
+    ]
