@@ -312,16 +312,13 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
             ids = [f"bench-agent-{i:03d}" for i in range(N_AGENTS)]
             tokens = asyncio.run(create_agents(one.url, admin, ids))
             agents = [(a, tokens[a]) for a in ids]
-            shutil.copytree(one_dir / "keys", work_dir / "node2" / "keys")
-            two.start(timeout=120.0)
-            servers.append(two)
             every = work_dir / "wrk-all.lua"
             write_wrk_data(every, "decide", agents)
             halves = [work_dir / "wrk-half-0.lua", work_dir / "wrk-half-1.lua"]
             for k, path in enumerate(halves):
                 write_wrk_data(path, "decide", agents[k::2])
             if warmup > 0:
-                for server in (floor, one, two):
+                for server in (floor, one):
                     run_wrk(server, "decide", 16, warmup, every)
             floor_rounds: list[Round] = []
             guard_rounds: list[Round] = []
@@ -337,6 +334,12 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
                     result = run_wrk(server, "decide", CONCURRENCY, duration, every)
                     (floor_rounds if server is floor else guard_rounds).append(result)
                     print(format_round(result), flush=True)
+            # The second node only now: while it runs it follows the first.
+            shutil.copytree(one_dir / "keys", work_dir / "node2" / "keys")
+            two.start(timeout=120.0)
+            servers.append(two)
+            if warmup > 0:
+                run_wrk(two, "decide", 16, warmup, every)
             spread: dict[str, tuple[float, float, float]] = {}
             for name, files in (("affinity", halves), ("no affinity", [every, every])):
                 before = _conflicts(one, admin), _conflicts(two, admin)

@@ -257,6 +257,11 @@ class AgentActor:
         return lines
 
     @property
+    def watching(self) -> bool:
+        """Whether a long-poll waits on one of this agent's actions."""
+        return bool(self._watchers)
+
+    @property
     def committed_head(self) -> Head:
         return self.committed.head
 

@@ -336,10 +336,11 @@ class Registry:
         return self.actors[agent_id]
 
     def _appended(self, agent_id: str, seq: int) -> None:
-        """A node committed records of ``agent_id`` up to ``seq``: the actor
-        reads them now when it has not (a long-poll here wakes at once)."""
+        """Another node committed records of ``agent_id`` up to ``seq``. An
+        actor with a long-poll waiting reads them now, so that the long-poll
+        wakes at once; any other reads them before its next batch anyway."""
         actor = self.actors.get(agent_id)
-        if actor is not None and actor.committed_head.seq < seq:
+        if actor is not None and actor.watching and actor.committed_head.seq < seq:
             actor.poke()
 
     def exists(self, agent_id: str) -> bool:
