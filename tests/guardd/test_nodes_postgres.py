@@ -21,6 +21,7 @@ from agents_runtime.log import canonical
 from agents_runtime.log.keys import Signer, create_keys
 from agents_runtime.log.record import Head, seal
 from agents_runtime.log.verify import verify_lines
+from audit.cli import main as audit_main
 from tests.guardd.conftest import Agent, Api, assert_error, ok
 from tests.support.postgres import PostgresServer
 from tests.support.server import GuardServer
@@ -390,3 +391,59 @@ def test_readyz_says_why_while_the_database_is_down(
     while nodes.one.http.get("/readyz").status_code != 200:
         assert time.monotonic() < deadline, "the node did not become ready again"
         time.sleep(0.3)
+
+
+def test_three_nodes_spread_over_exactly_the_budget_and_replay_agrees(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    shutil.copytree(nodes.one.server.data_dir / "keys", tmp_path / "node3" / "keys")
+    third = Api(node(tmp_path / "node3", nodes.dsn).start())
+    try:
+        policy = POLICY | {"tools": {"search": {"cost": 1, "max_calls": 7}}}
+        agent = nodes.one.create(policy=policy)
+        askers = [nodes.agent_on(api, agent) for api in (nodes.one, nodes.two, third)]
+        with concurrent.futures.ThreadPoolExecutor(9) as pool:
+            answers = list(pool.map(lambda k: askers[k % 3].act("search"), range(27)))
+        decisions = [ok(a)["decision"] for a in answers]
+        assert decisions.count("allowed") == 7  # the call cap, exact across nodes
+        for api in (nodes.one, nodes.two, third):
+            assert api.status(agent)["spent"] == 7
+    finally:
+        third.close()
+        third.server.kill()
+    log = tmp_path / "store.jsonl"
+    log.write_bytes(b"".join(line + b"\n" for line in _store_lines(nodes.dsn, agent.agent_id)))
+    key = nodes.one.server.public_key
+    assert audit_main(["replay", str(log), "--public-key", key, "--log-id", agent.agent_id]) == 0
+
+
+def test_a_row_changed_in_the_database_quarantines_the_agent_at_the_next_start(
+    nodes: Nodes,
+) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    ok(agent.act("search"))
+    _sql(
+        nodes.dsn,
+        "update guard_logs set line = convert_to(replace(convert_from(line, 'UTF8'),"
+        " '\"search\"', '\"starch\"'), 'UTF8') where agent_id = $1 and seq = 2",
+        agent.agent_id,
+    )
+    nodes.two.server.restart()
+    there = nodes.agent_on(nodes.two, agent)
+    refused = assert_error(there.act("search"), 503, "quarantined")
+    assert "seq 2" in refused["error"]
+
+
+def _sql(dsn: str, statement: str, *args: object) -> None:
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(statement, *args)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
