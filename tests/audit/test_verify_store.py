@@ -4,16 +4,15 @@ changed row fails its agent only."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from audit.cli import main
 from tests.guardd.conftest import Agent, Api, ok
+from tests.support.postgres import run_sql
 from tests.support.server import GuardServer
 
 POLICY = {"budget": 10, "scar_limit": 30, "tools": {"search": {"cost": 1}}}
@@ -31,17 +30,6 @@ def store(postgres_dsn: str, tmp_path: Path) -> Iterator[tuple[str, Api, list[Ag
     finally:
         api.close()
         server.kill()
-
-
-def _sql(dsn: str, statement: str) -> None:
-    async def run() -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
 
 
 def test_every_agent_of_a_store_verifies(
@@ -76,7 +64,7 @@ def test_a_changed_row_fails_its_agent_only_and_exits_1(
     store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     dsn, _, _ = store
-    _sql(
+    run_sql(
         dsn,
         "update guard_logs set line = convert_to(replace(convert_from(line, 'UTF8'),"
         " '\"search\"', '\"starch\"'), 'UTF8') where agent_id = 'beta' and seq = 2",

@@ -5,16 +5,14 @@ guardd; and a node on the store then serves the migrated agents as they were."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from tests.guardd.conftest import Agent, Api, ok
+from tests.support.postgres import store_lines
 from tests.support.server import GuardServer
 
 POLICY = {"budget": 10, "scar_limit": 30, "tools": {"search": {"cost": 1}}}
@@ -30,22 +28,8 @@ def migrate(data_dir: Path, dsn: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def store_lines(dsn: str, agent_id: str) -> list[bytes]:
-    async def fetch() -> list[bytes]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            rows = await conn.fetch(
-                "select line from guard_logs where agent_id = $1 order by seq", agent_id
-            )
-        finally:
-            await conn.close()
-        return [bytes(r["line"]) for r in rows]
-
-    return asyncio.run(fetch())
-
-
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Agent]]]:
+def data_dir(tmp_path: Path) -> tuple[Path, dict[str, Agent]]:
     """A data dir whose guardd served three agents and was stopped."""
     server = GuardServer(tmp_path / "guard-data").start()
     api = Api(server)
@@ -57,7 +41,7 @@ def data_dir(tmp_path: Path) -> Iterator[tuple[Path, dict[str, Agent]]]:
     finally:
         api.close()
         server.stop()
-    yield server.data_dir, agents
+    return server.data_dir, agents
 
 
 def test_every_log_is_copied_byte_for_byte(

@@ -23,7 +23,7 @@ from agents_runtime.log.record import Head, seal
 from agents_runtime.log.verify import verify_lines
 from audit.cli import main as audit_main
 from tests.guardd.conftest import Agent, Api, assert_error, ok
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresServer, run_sql, store_lines
 from tests.support.server import GuardServer
 
 POLICY: dict[str, Any] = {
@@ -112,7 +112,7 @@ def test_the_log_in_the_store_verifies_and_is_the_same_from_every_node(nodes: No
         ok((agent if k % 2 else there).act("search"))
     exported = [api.records(agent) for api in (nodes.one, nodes.two)]
     assert exported[0] == exported[1]
-    lines = _store_lines(nodes.dsn, agent.agent_id)
+    lines = store_lines(nodes.dsn, agent.agent_id)
     public_key = bytes.fromhex(nodes.one.server.public_key)
     report = verify_lines(lines, public_key=public_key, log_id=agent.agent_id)
     assert report.ok, report.failure
@@ -229,24 +229,6 @@ def test_an_unreachable_database_answers_503_then_the_node_recovers_by_itself(
     assert status["spent"] == 2  # the refused request charged nothing
 
 
-def _store_lines(dsn: str, agent_id: str) -> list[bytes]:
-    import asyncio
-
-    import asyncpg
-
-    async def fetch() -> list[bytes]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            rows = await conn.fetch(
-                "select line from guard_logs where agent_id = $1 order by seq", agent_id
-            )
-        finally:
-            await conn.close()
-        return [bytes(r["line"]) for r in rows]
-
-    return asyncio.run(fetch())
-
-
 def test_the_agent_list_of_a_node_shows_agents_another_node_created(nodes: Nodes) -> None:
     before = {e["agent_id"] for e in ok(nodes.one.admin.get("/v1/agents"))["agents"]}
     agent = nodes.two.create(policy=POLICY)
@@ -258,7 +240,7 @@ def test_the_agent_list_of_a_node_shows_agents_another_node_created(nodes: Nodes
 def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes) -> None:
     agent = nodes.one.create(policy=POLICY)
     ok(agent.act("search"))
-    last = canonical.loads(_store_lines(nodes.dsn, agent.agent_id)[-1])
+    last = canonical.loads(store_lines(nodes.dsn, agent.agent_id)[-1])
     forger = Signer(bytes(32))  # not the store's key
     forged = seal(
         {"kind": "scar", "severity": "minor", "reason": "forged", "action_id": None},
@@ -266,7 +248,13 @@ def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes
         ts=last["ts"],
         signer=forger,
     )
-    _insert_line(nodes.dsn, agent.agent_id, last["seq"] + 1, forged.line[:-1])
+    run_sql(
+        nodes.dsn,
+        "insert into guard_logs (agent_id, seq, line) values ($1, $2, $3)",
+        agent.agent_id,
+        last["seq"] + 1,
+        forged.line[:-1],
+    )
     there = nodes.agent_on(nodes.two, agent)
     for who in (agent, there):
         refused = assert_error(who.act("search"), 503, "quarantined")
@@ -301,7 +289,7 @@ def test_a_node_killed_under_load_loses_no_acknowledged_decision(nodes: Nodes) -
     assert set(acknowledged) <= allowed
     assert ok(there.act("search"))["decision"] == "allowed"  # the other node serves on
     report = verify_lines(
-        _store_lines(nodes.dsn, agent.agent_id),
+        store_lines(nodes.dsn, agent.agent_id),
         public_key=bytes.fromhex(nodes.two.server.public_key),
         log_id=agent.agent_id,
     )
@@ -343,7 +331,7 @@ def test_nodes_recover_by_themselves_when_postgresql_restarts_under_load(
     assert set(acknowledged) <= {r["action_id"] for r in allowed}
     assert nodes.two.status(agent)["spent"] == len(allowed)
     report = verify_lines(
-        _store_lines(nodes.dsn, agent.agent_id),
+        store_lines(nodes.dsn, agent.agent_id),
         public_key=bytes.fromhex(nodes.one.server.public_key),
         log_id=agent.agent_id,
     )
@@ -351,27 +339,7 @@ def test_nodes_recover_by_themselves_when_postgresql_restarts_under_load(
 
 
 def _store_records(dsn: str, agent_id: str) -> list[dict[str, Any]]:
-    return [canonical.loads(line) for line in _store_lines(dsn, agent_id)]
-
-
-def _insert_line(dsn: str, agent_id: str, seq: int, line: bytes) -> None:
-    import asyncio
-
-    import asyncpg
-
-    async def insert() -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await conn.execute(
-                "insert into guard_logs (agent_id, seq, line) values ($1, $2, $3)",
-                agent_id,
-                seq,
-                line,
-            )
-        finally:
-            await conn.close()
-
-    asyncio.run(insert())
+    return [canonical.loads(line) for line in store_lines(dsn, agent_id)]
 
 
 def test_readyz_says_why_while_the_database_is_down(
@@ -412,7 +380,7 @@ def test_three_nodes_spread_over_exactly_the_budget_and_replay_agrees(
         third.close()
         third.server.kill()
     log = tmp_path / "store.jsonl"
-    log.write_bytes(b"".join(line + b"\n" for line in _store_lines(nodes.dsn, agent.agent_id)))
+    log.write_bytes(b"".join(line + b"\n" for line in store_lines(nodes.dsn, agent.agent_id)))
     key = nodes.one.server.public_key
     assert audit_main(["replay", str(log), "--public-key", key, "--log-id", agent.agent_id]) == 0
 
@@ -422,7 +390,7 @@ def test_a_row_changed_in_the_database_quarantines_the_agent_at_the_next_start(
 ) -> None:
     agent = nodes.one.create(policy=POLICY)
     ok(agent.act("search"))
-    _sql(
+    run_sql(
         nodes.dsn,
         "update guard_logs set line = convert_to(replace(convert_from(line, 'UTF8'),"
         " '\"search\"', '\"starch\"'), 'UTF8') where agent_id = $1 and seq = 2",
@@ -432,18 +400,3 @@ def test_a_row_changed_in_the_database_quarantines_the_agent_at_the_next_start(
     there = nodes.agent_on(nodes.two, agent)
     refused = assert_error(there.act("search"), 503, "quarantined")
     assert "seq 2" in refused["error"]
-
-
-def _sql(dsn: str, statement: str, *args: object) -> None:
-    import asyncio
-
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await conn.execute(statement, *args)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())

@@ -316,3 +316,38 @@ def _kill(pid: int, grace: float = 10.0) -> None:
             if not _alive(pid):
                 return
             time.sleep(0.05)
+
+
+def run_sql(dsn: str, statement: str, *args: object) -> None:
+    """Run one statement on a fresh connection (to change rows behind guardd)."""
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(statement, *args)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def store_lines(dsn: str, agent_id: str) -> list[bytes]:
+    """The lines the PostgreSQL store holds for ``agent_id``, in seq order."""
+    import asyncio
+
+    import asyncpg
+
+    async def fetch() -> list[bytes]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch(
+                "select line from guard_logs where agent_id = $1 order by seq", agent_id
+            )
+        finally:
+            await conn.close()
+        return [bytes(r["line"]) for r in rows]
+
+    return asyncio.run(fetch())
