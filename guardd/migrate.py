@@ -149,8 +149,7 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
     finally:
         await store.aclose()
     print(
-        f"migrated {copied} agents ({records} records); {present} already there;"
-        f" {refused} refused",
+        f"migrated {copied} agents ({records} records); {present} already there; {refused} refused",
         file=out,
     )
     return 1 if refused else 0
