@@ -400,3 +400,99 @@ def test_a_row_changed_in_the_database_quarantines_the_agent_at_the_next_start(
     there = nodes.agent_on(nodes.two, agent)
     refused = assert_error(there.act("search"), 503, "quarantined")
     assert "seq 2" in refused["error"]
+
+
+def test_a_rate_window_is_exact_across_nodes(nodes: Nodes) -> None:
+    policy = POLICY | {"budget": 100, "rate_limit": {"max_actions": 5, "window_secs": 3600}}
+    agent = nodes.one.create(policy=policy)
+    there = nodes.agent_on(nodes.two, agent)
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda k: (agent if k % 2 else there).act("search"), range(16)))
+    bodies = [ok(a) for a in answers]
+    assert [b["decision"] for b in bodies].count("allowed") == 5
+    denied = {b["reason"]["code"] for b in bodies if b["decision"] == "denied"}
+    assert denied == {"rate_limited"}
+
+
+def test_every_read_on_one_node_sees_a_write_the_other_acknowledged(nodes: Nodes) -> None:
+    agent = nodes.one.create(policy=POLICY)
+    there = nodes.agent_on(nodes.two, agent)
+    ok(there.client.get(agent.path))  # node two has the agent loaded before the writes
+    held = ok(agent.act("send_email"))["action_id"]
+    pending = ok(nodes.two.admin.get(f"{agent.path}/actions/pending"))
+    assert [p["action"]["action_id"] for p in pending["pending"]] == [held]
+    ok(nodes.one.approve(agent, held))
+    assert ok(there.client.get(f"{agent.path}/actions/{held}"))["status"] == "allowed"
+    assert ok(nodes.two.admin.get(f"{agent.path}/actions/pending")) == {"pending": []}
+    assert nodes.two.records(agent)[-1]["kind"] == "action_allowed"
+    assert ok(there.client.get(agent.path))["spent"] == 2
+
+
+def test_the_store_url_may_come_from_guard_store(postgres_dsn: str, tmp_path: Path) -> None:
+    server = GuardServer(tmp_path / "node", env={"GUARD_STORE": postgres_dsn}).start()
+    api = Api(server)
+    try:
+        agent = api.create(policy=POLICY)
+        ok(agent.act("search"))
+    finally:
+        api.close()
+        server.kill()
+    assert "store: PostgreSQL at postgresql://" in server.read_output()
+    assert len(store_lines(postgres_dsn, agent.agent_id)) == 4
+
+
+def test_a_node_whose_token_key_differs_refuses_with_both_fingerprints(
+    nodes: Nodes, tmp_path: Path
+) -> None:
+    keys = tmp_path / "node5" / "keys"
+    shutil.copytree(nodes.one.server.data_dir / "keys", keys)
+    (keys / "token.key").write_bytes(bytes(range(32)))
+    with pytest.raises(RuntimeError, match="guardd exited with 1") as failed:
+        node(tmp_path / "node5", nodes.dsn).start()
+    message = str(failed.value)
+    assert "this node's token.key (fingerprint " in message
+    assert "is not the store's (fingerprint " in message
+    assert bytes(range(32)).hex() not in message
+
+
+def test_connections_killed_under_load_never_give_a_false_success(nodes: Nodes) -> None:
+    # Kills land anywhere in a statement, a commit included: an append whose
+    # outcome is unknown is read back before anyone is answered.
+    agent = nodes.one.create(policy=POLICY | {"budget": 100000})
+    there = nodes.agent_on(nodes.two, agent)
+    acknowledged: list[str] = []
+    stop_at = time.monotonic() + 3.0
+
+    def client(who: Agent) -> None:
+        while time.monotonic() < stop_at:
+            answer = who.act("search")
+            if answer.status_code == 200:
+                acknowledged.append(answer.json()["action_id"])
+            else:
+                assert_error(answer, 503, "unavailable")
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        running = [pool.submit(client, who) for who in (agent, agent, there, there)]
+        while time.monotonic() < stop_at:
+            run_sql(
+                nodes.dsn,
+                "select pg_terminate_backend(pid) from pg_stat_activity"
+                " where datname = current_database() and pid <> pg_backend_pid()",
+            )
+            time.sleep(0.2)
+        for future in running:
+            future.result(timeout=60)
+    deadline = time.monotonic() + 20
+    while (answer := agent.act("search")).status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ok(answer)["decision"] == "allowed"
+    records = _store_records(nodes.dsn, agent.agent_id)
+    allowed = [r for r in records if r["kind"] == "action_allowed"]
+    assert set(acknowledged) <= {r["action_id"] for r in allowed}
+    assert nodes.two.status(agent)["spent"] == len(allowed)
+    report = verify_lines(
+        store_lines(nodes.dsn, agent.agent_id),
+        public_key=bytes.fromhex(nodes.one.server.public_key),
+        log_id=agent.agent_id,
+    )
+    assert report.ok, report.failure
