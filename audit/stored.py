@@ -23,47 +23,86 @@ class StoreError(InputError):
     """The store cannot be read (unreachable, no guard schema, no such agent)."""
 
 
+class StoreReader:
+    """The logs of a PostgreSQL store, read only."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            from agents_runtime.log.postgres.store import PgStore, masked
+        except ImportError as exc:  # the driver is an optional extra
+            raise UsageError(
+                f"--store needs the PostgreSQL driver ({exc.name}): "
+                "pip install 'agent-action-guard[postgres]'"
+            ) from None
+        self.url = url
+        self.shown = masked(url)
+        self._store = PgStore(url, checkpoint_dir=Path("."))
+
+    def __enter__(self) -> StoreReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._store.close()
+
+    def recorded_key(self) -> bytes | None:
+        """The audit public key the store recorded at its first start."""
+        from agents_runtime.errors import LogReadError
+
+        try:
+            recorded = self._store.recorded_keys()
+        except LogReadError as exc:
+            raise StoreError(f"cannot read the store {self.shown}: {exc}") from None
+        return None if recorded.public_key_hex is None else bytes.fromhex(recorded.public_key_hex)
+
+    def agent_ids(self, agent_id: str | None) -> list[str]:
+        """``agent_id`` if the store holds it (StoreError otherwise), or every agent."""
+        from agents_runtime.errors import LogReadError
+
+        try:
+            ids = self._store.scan().agent_ids
+        except LogReadError as exc:
+            raise StoreError(f"cannot read the store {self.shown}: {exc}") from None
+        if agent_id is None:
+            return ids
+        if agent_id not in ids:
+            raise StoreError(f"the store {self.shown} has no agent {agent_id}")
+        return [agent_id]
+
+    def source(self, agent_id: str) -> Source:
+        """The agent's log as the audit tool reads a log file."""
+        from agents_runtime.errors import LogReadError
+
+        try:
+            lines = self._store.read(agent_id).lines
+        except LogReadError as exc:
+            raise StoreError(f"cannot read agent {agent_id} from the store: {exc}") from None
+        return Source(path=Path(agent_id), format=LOG, items=list(lines))
+
+
+def trusted_key(reader: StoreReader, public_key: bytes | None) -> tuple[bytes | None, list[str]]:
+    """``--public-key``, or else the key the store records, with a warning."""
+    if public_key is not None:
+        return public_key, []
+    recorded = reader.recorded_key()
+    if recorded is None:
+        return None, []
+    return recorded, [
+        "the public key is the one the store records; "
+        "give --public-key to check against a key you hold"
+    ]
+
+
 def verify_store(
     url: str, *, agent_id: str | None, public_key: bytes | None
 ) -> Iterator[tuple[str, Outcome]]:
     """Each agent's ID and the outcome of verifying its log, in ID order."""
-    try:
-        from agents_runtime.errors import LogReadError
-        from agents_runtime.log.postgres.store import PgStore, masked
-    except ImportError as exc:  # the driver is an optional extra
-        raise UsageError(
-            f"--store needs the PostgreSQL driver ({exc.name}): "
-            "pip install 'agent-action-guard[postgres]'"
-        ) from None
-    store = PgStore(url, checkpoint_dir=Path("."))
-    try:
-        try:
-            recorded = store.recorded_keys()
-            ids = [agent_id] if agent_id is not None else store.scan().agent_ids
-        except LogReadError as exc:
-            raise StoreError(f"cannot read the store {masked(url)}: {exc}") from None
-        warnings: list[str] = []
-        key = public_key
-        if key is None and recorded.public_key_hex is not None:
-            key = bytes.fromhex(recorded.public_key_hex)
-            warnings.append(
-                "the public key is the one the store records; "
-                "give --public-key to check against a key you hold"
-            )
-        for one in ids:
-            try:
-                lines = store.read(one).lines
-            except LogReadError as exc:
-                raise StoreError(f"cannot read agent {one} from the store: {exc}") from None
-            if not lines and agent_id is not None:
-                raise StoreError(f"the store {masked(url)} has no agent {one}")
-            source = Source(path=Path(one), format=LOG, items=list(lines))
-            outcome = verify_source(source, public_key=key, log_id=one)
+    with StoreReader(url) as reader:
+        key, warnings = trusted_key(reader, public_key)
+        for one in reader.agent_ids(agent_id):
+            outcome = verify_source(reader.source(one), public_key=key, log_id=one)
             if warnings:
                 outcome = _with_warnings(outcome, warnings)
             yield one, outcome
-    finally:
-        store.close()
 
 
 def _with_warnings(outcome: Outcome, warnings: list[str]) -> Outcome:

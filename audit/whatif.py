@@ -34,6 +34,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,8 @@ from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import ZERO_HASH, Head, Sealed
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
 from audit.replay import Folded, command_for
-from audit.source import data_dir_agent_id, read_source, shown
+from audit.source import Source, data_dir_agent_id, read_source, shown
+from audit.stored import StoreReader, trusted_key
 from audit.verification import verify_source, verify_text
 
 RULES = (
@@ -331,10 +333,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
         metavar="URL",
-        help="a log store other than files (none exists in this version)",
+        help="with --policy: every agent of the postgresql:// store guardd nodes share",
     )
     parser.add_argument(
-        "--agent", type=_agent_id, metavar="ID", help="with --data-dir: this agent only"
+        "--agent",
+        type=_agent_id,
+        metavar="ID",
+        help="with --data-dir or --store: this agent only",
     )
     parser.add_argument(
         "--examples",
@@ -377,21 +382,22 @@ def read_candidate(path: Path) -> Policy:
         raise UnknownFormat(f"candidate policy {path}: not a valid policy: {exc}") from None
 
 
-def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None]:
-    """The logs to replay and the key to check them with."""
-    if args.store is not None:
-        raise UsageError(
-            f"--store {args.store}: no store of that kind in this version: logs are files; "
-            "give a log file or --data-dir DIR"
-        )
+def _check_choice(args: argparse.Namespace) -> None:
     if args.policy is None:
         raise UsageError(
-            "--data-dir and --agent ask what a candidate would decide: add --policy FILE"
+            "--data-dir, --store and --agent ask what a candidate would decide: add --policy FILE"
         )
-    if (args.file is None) == (args.data_dir is None):
-        raise UsageError("give either a log file or --data-dir DIR")
-    if args.agent is not None and args.data_dir is None:
-        raise UsageError("--agent picks an agent of --data-dir DIR")
+    given = [x for x in (args.file, args.data_dir, args.store) if x is not None]
+    if len(given) != 1:
+        raise UsageError("give one of a log file, --data-dir DIR or --store URL")
+    if args.agent is not None and args.file is not None:
+        raise UsageError("--agent picks an agent of --data-dir DIR or --store URL")
+    if args.store is not None and not args.store.startswith(("postgresql://", "postgres://")):
+        raise UsageError("--store must be a postgresql:// URL")
+
+
+def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None]:
+    """The log files to replay and the key to check them with."""
     if args.data_dir is None:
         return [Path(args.file)], args.public_key
     agents = args.data_dir / "agents"
@@ -418,13 +424,29 @@ def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None]:
     return logs, key
 
 
-def run_what_if(args: argparse.Namespace) -> int:
+def _sources(args: argparse.Namespace) -> Iterator[tuple[Source, str | None, bytes | None]]:
+    """Each log to replay (with the agent it must belong to, if known) and the key."""
+    _check_choice(args)
+    if args.store is not None:
+        with StoreReader(args.store) as reader:
+            key, warnings = trusted_key(reader, args.public_key)
+            for warning in warnings:
+                print(f"warning: {warning}", file=sys.stderr)
+            for agent_id in reader.agent_ids(args.agent):
+                yield reader.source(agent_id), agent_id, key
+        return
     logs, key = _logs(args)
+    for path in logs:
+        yield read_source(path), args.log_id, key
+
+
+def run_what_if(args: argparse.Namespace) -> int:
+    _check_choice(args)
     candidate = read_candidate(args.policy)
     status = 0
-    for path in logs:
-        source = read_source(path)
-        outcome = verify_source(source, public_key=key, log_id=args.log_id)
+    for source, log_id, key in _sources(args):
+        path = source.path
+        outcome = verify_source(source, public_key=key, log_id=log_id)
         for warning in outcome.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         agent_id = outcome.report.log_id or data_dir_agent_id(path) or shown(path)

@@ -105,3 +105,20 @@ def test_an_unreachable_store_is_an_error_without_a_traceback(
     err = capsys.readouterr().err
     assert err.startswith("audit: error: cannot read the store")
     assert "Traceback" not in err
+
+
+def test_what_if_replays_every_agent_of_a_store_under_a_candidate(
+    store: tuple[str, Api, list[Agent]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, _, _ = store
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps({"budget": 10, "scar_limit": 30, "tools": {}}))
+    assert main(["replay", "--store", dsn, "--policy", str(candidate), "--json"]) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["agent_id"], r["decisions"], r["changed"]) for r in reports] == [
+        ("alpha", 1, 1),
+        ("beta", 1, 1),
+    ]
+    assert reports[0]["by_change"] == {"allowed->denied:tool_not_allowed": 1}
+    assert main(["replay", "--store", dsn, "--agent", "beta", "--policy", str(candidate)]) == 0
+    assert "beta" in capsys.readouterr().out

@@ -189,20 +189,19 @@ async def test_a_log_that_does_not_verify_is_not_replayed_exit_1(
     ("args", "message"),
     [
         pytest.param(
-            ["--store", "postgres://db/guard", "--policy", "p.json"],
-            "audit: error: --store postgres://db/guard: no store of that kind in this "
-            "version: logs are files; give a log file or --data-dir DIR",
+            ["--store", "mysql://db/guard", "--policy", "p.json"],
+            "audit: error: --store must be a postgresql:// URL",
             id="store",
         ),
         pytest.param(
             ["--data-dir", "."],
-            "audit: error: --data-dir and --agent ask what a candidate would decide: "
-            "add --policy FILE",
+            "audit: error: --data-dir, --store and --agent ask what a candidate would "
+            "decide: add --policy FILE",
             id="data-dir-without-policy",
         ),
         pytest.param(
             ["LOG", "--data-dir", ".", "--policy", "POLICY"],
-            "audit: error: give either a log file or --data-dir DIR",
+            "audit: error: give one of a log file, --data-dir DIR or --store URL",
             id="both",
         ),
         pytest.param(
