@@ -471,8 +471,10 @@ class AgentActor:
             raise StoreUnavailable(self.quarantine)
         try:
             if self.stale:
-                contents = await asyncio.to_thread(self.log.read, self.committed)
-                self._adopt(replay(self.state.agent_id, contents, self.public_key), contents)
+                # Read and fold the whole log off the event loop: the other
+                # agents' batches go on meanwhile.
+                contents, loaded = await asyncio.to_thread(self._reload)
+                self._adopt(loaded, contents)
                 self.stale = False
             lines = await self.log.newer(self.committed)
         except LogReadError as exc:
@@ -504,6 +506,10 @@ class AgentActor:
         if state.expiry_dirty:
             state.expiry_dirty = False
             self._deadline = next_deadline(state)
+
+    def _reload(self) -> tuple[LogContents, Loaded]:
+        contents = self.log.read(self.committed)
+        return contents, replay(self.state.agent_id, contents, self.public_key, signer=self.signer)
 
     def _adopt(self, loaded: Loaded, contents: LogContents) -> None:
         if loaded.state is None:
