@@ -39,12 +39,14 @@ class Rounds(Generic[Ask, Answer]):
             batch, self._waiting = self._waiting, []
             try:
                 answers = await self._run([request for request, _ in batch])
-            except BaseException as exc:  # cancelled at shutdown, or a bug: tell every caller
+            except asyncio.CancelledError:  # at shutdown
+                for _, future in batch:
+                    future.cancel()
+                raise
+            except Exception as exc:  # a bug: every caller learns it, the rounds go on
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(exc)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
                 continue
             for (_, future), answer in zip(batch, answers, strict=True):
                 if future.done():  # its caller was cancelled
