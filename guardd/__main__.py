@@ -45,6 +45,7 @@ LISTEN_BACKLOG = 2048
 # (see tune_gc).
 GC_YOUNG_THRESHOLD = 20000
 GC_FULL_EVERY = 10.0  # seconds
+STORE_CHECKPOINTS = "store-checkpoints"  # in the data dir, for a node on PostgreSQL
 
 
 def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
@@ -76,7 +77,12 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         except FaultSpecError as exc:
             raise SettingsError(str(exc)) from None
         store = FileStore(data_dir, io_for=io_for)
-    registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
+    checkpoint_dir = settings.checkpoint_dir
+    if settings.store is not None and checkpoint_dir == settings.data_dir / "checkpoints":
+        # The store's heads apart from those of the data dir's own file logs,
+        # which guardd migrate still verifies against theirs.
+        checkpoint_dir = store.default_checkpoint_dir()
+    registry = Registry(store, ring, checkpoint_dir=checkpoint_dir)
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source
@@ -90,7 +96,7 @@ def open_pg_store(url: str, data_dir: DataDir) -> PgStore:
     from agents_runtime.log.postgres.schema import SchemaError
     from agents_runtime.log.postgres.store import PgStore, masked
 
-    store = PgStore(url, checkpoint_dir=data_dir.checkpoints_dir)
+    store = PgStore(url, checkpoint_dir=data_dir.root / STORE_CHECKPOINTS)
     try:
         recorded = store.prepare()
     except (LogReadError, SchemaError) as exc:

@@ -5,13 +5,15 @@ store, so that a user moves from one box to several nodes with their history.
 
 The data dir's lock is held throughout: no guardd may run on it meanwhile.
 Each log is verified first (signatures, chain, its checkpoint) and copied
-byte for byte, in transactions of at most ``CHUNK_LINES`` lines. A log that
+byte for byte, in transactions of at most ``CHUNK_LINES`` lines, and only
+then registered in the store: no node serves a log half copied. A log that
 fails verification is refused with its reason and the rest are copied; the
 exit status is then 1. Running it again is harmless: a log the store holds
-whole is left alone, one it holds the start of (a copy cut short, or a log
-that grew since) gets the rest, and one the store holds differently is
-refused. The data dir's keys become the store's (a store that records other
-keys is refused, as a node with other keys would be).
+whole (or with more that nodes wrote since) is left alone, one it holds the
+start of (a copy cut short, or a file that grew since) gets the rest, and
+one the store holds differently is refused. The data dir's keys become the
+store's (a store that records other keys is refused, as a node with other
+keys would be).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from agents_runtime.errors import (
-    AgentExists,
     DataDirError,
     KeyFileError,
     LogReadError,
@@ -37,7 +38,7 @@ from agents_runtime.log.files.lock import DataDirLock
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import KeyRing, load_keys
 from agents_runtime.log.record import Head
-from agents_runtime.log.store import Committed
+from agents_runtime.log.store import Committed, HeadMoved, LogContents
 from agents_runtime.runtime.replay import quarantine_message, replay
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ def main(argv: list[str], out: TextIO = sys.stdout) -> int:
 
 
 def _migrate(data_dir: DataDir, url: str, out: TextIO) -> int:
+    from agents_runtime.log.postgres.schema import SchemaError
     from agents_runtime.log.postgres.store import PgStore, masked, token_fingerprint
 
     ring = load_keys(data_dir.keys_dir)
@@ -96,7 +98,7 @@ def _migrate(data_dir: DataDir, url: str, out: TextIO) -> int:
     try:
         try:
             store.prepare()
-        except LogReadError as exc:
+        except (LogReadError, SchemaError) as exc:
             raise DataDirError(f"cannot use the store {masked(url)}: {exc}") from None
         store.adopt_keys(ring.public_key_hex, token_fingerprint(ring.token_key))
         return asyncio.run(_copy_all(data_dir, ring, store, out))
@@ -128,9 +130,13 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
             if contents.torn_tail is not None:
                 print(f"{agent_id}: a torn final line is not copied (never acknowledged)", file=out)
             lines = contents.lines
-            held = (await asyncio.to_thread(store.read, agent_id)).lines
-            if held == lines:
-                print(f"already there: {agent_id} ({len(lines)} records)", file=out)
+            # Rows as they are, registered or not (a copy cut short is not).
+            held = await asyncio.to_thread(store.fetch_lines, agent_id, -1, 2**62)
+            if held[: len(lines)] == lines and len(held) >= len(lines):
+                await store.register(agent_id)
+                more = len(held) - len(lines)
+                since = f"; {more} more written by nodes since" if more else ""
+                print(f"already there: {agent_id} ({len(lines)} records{since})", file=out)
                 present += 1
                 continue
             if lines[: len(held)] != held:
@@ -141,11 +147,21 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
                 )
                 refused += 1
                 continue
-            await _copy(store, agent_id, held, lines)
+            try:
+                await _copy(store, agent_id, held, lines)
+            except HeadMoved:
+                print(
+                    f"refused: {agent_id}: a node wrote to this agent's log while it was"
+                    " copied; run migrate again",
+                    file=out,
+                )
+                refused += 1
+                continue
+            await store.register(agent_id)
             copied += 1
             records += len(lines) - len(held)
-            more = f", {len(held)} were there" if held else ""
-            print(f"copied: {agent_id} ({len(lines) - len(held)} records{more})", file=out)
+            there = f", {len(held)} were there" if held else ""
+            print(f"copied: {agent_id} ({len(lines) - len(held)} records{there})", file=out)
     finally:
         await store.aclose()
     print(
@@ -156,23 +172,20 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
 
 
 async def _copy(store: PgStore, agent_id: str, held: list[bytes], lines: list[bytes]) -> None:
+    """Append ``lines`` after the ``held`` ones, a chunk a transaction; the
+    agent is registered only afterwards (by the caller)."""
     start = len(held)
-    if start == 0:
-        first = lines[:CHUNK_LINES]
-        try:
-            log = await store.create(agent_id, b"".join(line + b"\n" for line in first))
-        except AgentExists:  # created meanwhile by a node: refuse rather than guess
-            raise LogWriteError(f"agent {agent_id} appeared in the store while copying") from None
-        start = len(first)
-    else:
-        contents = await asyncio.to_thread(store.read, agent_id)
-        log = store.open(agent_id, contents, writable=True)
-    size = sum(len(line) + 1 for line in lines[:start])
+    log = store.open(agent_id, LogContents.of_lines(held), writable=True)
+    size = sum(len(line) + 1 for line in held)
+    head = Head.empty()
+    if held:
+        last = canonical.loads(held[-1])
+        head = Head(last["seq"], last["hash"])
     while start < len(lines):
-        last = canonical.loads(lines[start - 1])
-        after = Committed(Head(last["seq"], last["hash"]), size)
         chunk = lines[start : start + CHUNK_LINES]
         data = b"".join(line + b"\n" for line in chunk)
-        await log.append(data, after)
+        await log.append(data, Committed(head, size))
+        last = canonical.loads(chunk[-1])
+        head = Head(last["seq"], last["hash"])
         start += len(chunk)
         size += len(data)

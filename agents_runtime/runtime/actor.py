@@ -61,7 +61,7 @@ from agents_runtime.errors import (
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
 from agents_runtime.log.store import AgentLog, Committed, HeadMoved, LogContents
-from agents_runtime.log.verify import ChainVerifier
+from agents_runtime.log.verify import ChainVerifier, Failure
 from agents_runtime.runtime.mailbox import Mailbox
 from agents_runtime.runtime.replay import Loaded, quarantine_message, replay
 
@@ -72,6 +72,7 @@ READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
 UNREACHABLE = "the store cannot be reached just now; nothing was written: try again"
 CONTENDED = "other guardd nodes kept writing to this agent's log; nothing was written: try again"
 MAX_TRIES = 8  # decisions of one batch on a shared store before it gives up (503)
+STORE_RETRY = 1.0  # seconds before a due expiry is tried again on an unreachable store
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
 
@@ -175,6 +176,8 @@ class AgentActor:
         self.stale = False
         self.quarantine: str | None = None
         self.conflicts = 0  # batches decided again after another writer's (metrics)
+        # Told when a record another writer appended fails verification.
+        self.on_quarantine: Callable[[str, Failure], None] | None = None
         self._buffer: list[bytes] = []
         self._ts = ""
         self._watchers: dict[str, list[asyncio.Future[None]]] = {}
@@ -430,6 +433,10 @@ class AgentActor:
                 await self._catch_up()
             except StoreUnavailable as exc:
                 self._fail_batch(batch, exc)
+                if self.quarantine is not None:
+                    return True  # this actor serves no more
+                if self._deadline is not None:  # a due expiry: not again at once
+                    self._deadline = max(self._deadline, self.clock() + STORE_RETRY)
                 return stop
             answers, errors, stop = await self._decide(batch, self._tick())
             if not self._buffer:
@@ -498,9 +505,10 @@ class AgentActor:
             for line in lines:
                 apply(state, verifier.feed(line))
         except VerificationError as exc:
-            self._quarantine(quarantine_message(exc.failure))
+            self._quarantine(exc.failure)
         except (KeyError, TypeError, ValueError) as exc:
-            self._quarantine(f"seq {state.head.seq + 1}: record does not apply: {exc}")
+            seq = state.head.seq + 1
+            self._quarantine(Failure(seq + 1, seq, f"record does not apply: {exc}"))
         size = sum(len(line) + 1 for line in lines)
         self.committed = Committed(state.head, self.committed.size + size)
         if state.expiry_dirty:
@@ -514,18 +522,22 @@ class AgentActor:
     def _adopt(self, loaded: Loaded, contents: LogContents) -> None:
         if loaded.state is None:
             assert loaded.failure is not None
-            self._quarantine(quarantine_message(loaded.failure))
+            self._quarantine(loaded.failure)
         assert loaded.state is not None
         self.state = loaded.state
         self.committed = Committed(loaded.state.head, contents.valid_length)
         self._deadline = next_deadline(self.state)
 
-    def _quarantine(self, why: str) -> NoReturn:
+    def _quarantine(self, failure: Failure) -> NoReturn:
+        """A record in the store fails verification: this agent serves no
+        more (the registry lists it as quarantined, as at startup)."""
         self.quarantine = (
             f"agent {self.state.agent_id} is quarantined: a record in the store failed "
-            f"verification ({why})"
+            f"verification ({quarantine_message(failure)})"
         )
-        log.error("%s", self.quarantine)
+        self._deadline = None
+        if self.on_quarantine is not None:
+            self.on_quarantine(self.state.agent_id, failure)
         raise StoreUnavailable(self.quarantine)
 
     async def _written_after_all(self, data: bytes) -> bool:
@@ -539,13 +551,13 @@ class AgentActor:
         return lines[: len(ours)] == ours
 
     def _fail_batch(self, batch: Batch, error: AgentError) -> None:
+        # No watcher is woken: the state may be ahead of the store.
         self._buffer.clear()
         if isinstance(error, StoreUnavailable) and self.quarantine is not None:
             error = Quarantined(self.quarantine)
         for _, future in batch:
             if future is not None and not future.done():
                 future.set_exception(error)
-        self._wake_watchers()
 
     def poke(self) -> None:
         """Have the actor read what other writers appended (a notification

@@ -39,6 +39,7 @@ from agents_runtime.errors import (
     NotFound,
     Quarantined,
     ReadOnly,
+    ShuttingDown,
     StoreUnavailable,
 )
 from agents_runtime.log import canonical
@@ -84,6 +85,7 @@ class Registry:
         self.quarantined: dict[str, Failure] = {}
         self._creating: set[str] = set()
         self._discovering: dict[str, asyncio.Future[AgentActor]] = {}
+        self._found_serving: set[str] = set()  # quarantined after startup
         self._tasks: set[asyncio.Task[None]] = set()
         self._running = False
         # Checkpoints: the seq each file holds (as read or last written: a
@@ -210,9 +212,17 @@ class Registry:
             clock=self.clock,
             moved=self._moved,
         )
+        actor.on_quarantine = self._quarantined_while_serving
         if self._running:
             self._start(actor)
         return actor
+
+    def _quarantined_while_serving(self, agent_id: str, failure: Failure) -> None:
+        """A record another node appended failed verification: the agent is
+        quarantined here as if it had failed at startup (its actor ends)."""
+        self.actors.pop(agent_id, None)
+        self._found_serving.add(agent_id)
+        self._quarantine(agent_id, failure, "a record another node appended")
 
     def _start(self, actor: AgentActor) -> None:
         task = asyncio.get_running_loop().create_task(
@@ -293,8 +303,9 @@ class Registry:
             return actor.ref
         failure = self.quarantined.get(agent_id)
         if failure is not None:
+            when = "while serving" if agent_id in self._found_serving else "at startup"
             raise Quarantined(
-                f"agent {agent_id} is quarantined: its log failed verification at startup "
+                f"agent {agent_id} is quarantined: its log failed verification {when} "
                 f"({quarantine_message(failure)})"
             )
         if self.store.shared:
@@ -332,6 +343,7 @@ class Registry:
             replay, agent_id, contents, ring.public_key, signer=ring.signer
         )
         if agent_id not in self.actors and not self._adopt(loaded):
+            self._found_serving.add(agent_id)
             self.ref(agent_id)  # raises Quarantined
         return self.actors[agent_id]
 
@@ -362,9 +374,12 @@ class Registry:
                     }
                 )
                 continue
+            actor = self.actors.get(agent_id)
+            if actor is None:  # quarantined while this list was made
+                continue
             try:
-                status = await self.actors[agent_id].ref.ask(GetStatus())
-            except AgentUnavailable:
+                status = await actor.ref.ask(GetStatus())
+            except (AgentUnavailable, StoreUnavailable, Quarantined, ShuttingDown):
                 continue
             entries.append({"agent_id": agent_id, "state": "active", "status": status})
         return entries
@@ -409,6 +424,9 @@ class Registry:
             except LogWriteError as exc:
                 log.error("creating agent %s failed: %s", agent_id, exc)
                 raise
+            if agent_id in self.actors:  # discovered meanwhile (a shared store)
+                agent_log.close()
+                return status_json(self.actors[agent_id].state)
             self.actors[agent_id] = self._actor(state, agent_log)
             self._moved.add(agent_id)  # created durably: its first checkpoint is due
             return status_json(state)

@@ -5,14 +5,15 @@ guardd; and a node on the store then serves the migrated agents as they were."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.guardd.conftest import Agent, Api, ok
-from tests.support.postgres import store_lines
+from tests.guardd.conftest import Agent, Api, assert_error, ok
+from tests.support.postgres import run_sql, store_lines
 from tests.support.server import GuardServer
 
 POLICY = {"budget": 10, "scar_limit": 30, "tools": {"search": {"cost": 1}}}
@@ -116,3 +117,45 @@ def test_a_store_url_that_is_not_postgresql_is_refused(tmp_path: Path) -> None:
     done = migrate(tmp_path, "mysql://db/guard")
     assert done.returncode == 1
     assert "--store must be a postgresql:// URL" in done.stderr
+
+
+def test_a_log_nodes_wrote_more_to_since_counts_as_already_there(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, agents = data_dir
+    assert migrate(root, postgres_dsn).returncode == 0
+    node = GuardServer(root, args=["--store", postgres_dsn]).start()
+    api = Api(node)
+    try:
+        alpha = Agent("alpha", agents["alpha"].token, api.client(agents["alpha"].token))
+        ok(alpha.act("search"))
+    finally:
+        api.close()
+        node.stop()
+    again = migrate(root, postgres_dsn)
+    assert again.returncode == 0, again.stdout
+    assert "already there: alpha (4 records; 2 more written by nodes since)" in again.stdout
+
+
+def test_a_copy_cut_short_is_not_served_and_the_next_run_finishes_it(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, agents = data_dir
+    assert migrate(root, postgres_dsn).returncode == 0
+    # As if a copy of gamma had stopped after three rows: unregistered, half there.
+    run_sql(postgres_dsn, "delete from guard_agents where agent_id = 'gamma'")
+    run_sql(postgres_dsn, "delete from guard_logs where agent_id = 'gamma' and seq >= 3")
+    node = GuardServer(root / "node", args=["--store", postgres_dsn])
+    shutil.copytree(root / "keys", root / "node" / "keys")
+    node.start()
+    api = Api(node)
+    try:
+        assert_error(api.admin.get("/v1/agents/gamma"), 404, "not_found")
+        assert "gamma" not in {e["agent_id"] for e in ok(api.admin.get("/v1/agents"))["agents"]}
+        done = migrate(root, postgres_dsn)
+        assert done.returncode == 0, done.stdout
+        assert "copied: gamma (5 records, 3 were there)" in done.stdout
+        assert api.status(agents["gamma"])["spent"] == 3
+    finally:
+        api.close()
+        node.kill()

@@ -258,8 +258,12 @@ def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes
     there = nodes.agent_on(nodes.two, agent)
     for who in (agent, there):
         refused = assert_error(who.act("search"), 503, "quarantined")
-        assert "bad_signature" in refused["error"] or "signature" in refused["error"]
-        assert_error(who.client.get(agent.path), 503, "quarantined")
+        assert "signature" in refused["error"]
+        refused = assert_error(who.client.get(agent.path), 503, "quarantined")
+        assert "failed verification while serving" in refused["error"]
+    for api in (nodes.one, nodes.two):
+        listed = {e["agent_id"]: e for e in ok(api.admin.get("/v1/agents"))["agents"]}
+        assert listed[agent.agent_id]["state"] == "quarantined"
 
 
 def test_a_node_killed_under_load_loses_no_acknowledged_decision(nodes: Nodes) -> None:
@@ -496,3 +500,29 @@ def test_connections_killed_under_load_never_give_a_false_success(nodes: Nodes) 
         log_id=agent.agent_id,
     )
     assert report.ok, report.failure
+
+
+def test_a_due_expiry_on_an_unreachable_database_is_tried_again_calmly(
+    nodes: Nodes, postgres_server: PostgresServer
+) -> None:
+    agent = nodes.one.create(policy=POLICY | {"approval_timeout_secs": 1})
+    assert ok(agent.act("send_email"))["decision"] == "pending_approval"
+    before = nodes.one.server.read_output().count("reading the log of")
+    postgres_server.stop("fast")
+    try:
+        time.sleep(3.0)  # the action falls due while the database is down
+        started = time.monotonic()
+        assert nodes.one.http.get("/healthz").status_code == 200
+        assert time.monotonic() - started < 1.0  # the event loop is not spinning
+    finally:
+        postgres_server.start()
+    tries = nodes.one.server.read_output().count("reading the log of") - before
+    assert tries <= 6  # about one a second, not as fast as the loop can go
+    deadline = time.monotonic() + 20
+    while True:
+        status = nodes.two.admin.get(f"{agent.path}/actions/act-1")
+        if status.status_code == 200 and status.json()["status"] == "denied":
+            break
+        assert time.monotonic() < deadline, status.text
+        time.sleep(0.3)
+    assert status.json()["reason"]["code"] == "approval_expired"

@@ -40,8 +40,9 @@ class Rounds(Generic[Ask, Answer]):
             try:
                 answers = await self._run([request for request, _ in batch])
             except asyncio.CancelledError:  # at shutdown
-                for _, future in batch:
+                for _, future in batch + self._waiting:
                     future.cancel()
+                self._waiting = []
                 raise
             except Exception as exc:  # a bug: every caller learns it, the rounds go on
                 for _, future in batch:
@@ -57,6 +58,10 @@ class Rounds(Generic[Ask, Answer]):
                     future.set_result(answer)
 
     def cancel(self) -> None:
+        """End the rounds: whoever still waits is cancelled."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        for _, future in self._waiting:
+            future.cancel()
+        self._waiting = []

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import secrets
 import time
@@ -43,6 +44,10 @@ _INSERT = (
     " select $1, s, l from unnest($2::bigint[], $3::bytea[]) as t(s, l)"
 )
 _READ = "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3 order by seq"
+_READ_REGISTERED = (
+    "select line from guard_logs where agent_id = $1"
+    " and exists (select 1 from guard_agents where agent_id = $1) order by seq"
+)
 # What other nodes appended to the logs of every agent of a round.
 _NEWER = (
     "select h.agent_id, h.head, g.line"
@@ -218,10 +223,8 @@ class PgStore:
         self._writes: Rounds[tuple[str, int, list[bytes]], None] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (PgStore, (self.url,), {"_checkpoint_dir": self._checkpoint_dir})
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(self.url, checkpoint_dir=state["_checkpoint_dir"])  # type: ignore[misc]
+        # A worker process gets a store of the same URL, with its own connections.
+        return (functools.partial(PgStore, checkpoint_dir=self._checkpoint_dir), (self.url,))
 
     # -- connections -----------------------------------------------------------
 
@@ -260,6 +263,11 @@ class PgStore:
     async def _write_round(
         self, batches: list[tuple[str, int, list[bytes]]]
     ) -> list[BaseException | None]:
+        agents = [agent_id for agent_id, _, _ in batches]
+        if len(set(agents)) != len(agents):
+            # One writer per agent per node: never two batches of one log.
+            twice = sorted({a for a in agents if agents.count(a) > 1})
+            raise RuntimeError(f"two batches of one log in a round: {', '.join(twice)}")
         started = time.perf_counter()
         ordered = sorted(batches, key=lambda batch: batch[0])  # see guard_append
         try:
@@ -387,7 +395,10 @@ class PgStore:
         return 0  # a log is created in one transaction: never half
 
     def read(self, agent_id: str) -> LogContents:
-        return LogContents.of_lines(self.fetch_lines(agent_id, -1, 2**62))
+        # Only a log whose agent is registered: guardd migrate registers an
+        # agent once all its rows are copied, so no node serves half a log.
+        rows = self._blocking(_READ_REGISTERED, agent_id)
+        return LogContents.of_lines([bytes(row["line"]) for row in rows])
 
     def size(self, agent_id: str) -> int:
         rows = self._blocking(
@@ -399,6 +410,19 @@ class PgStore:
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> PgAgentLog:
         return PgAgentLog(self, agent_id, contents.valid_length, writable=writable)
+
+    async def register(self, agent_id: str) -> None:
+        """Register an agent whose rows are all in place (guardd migrate):
+        from then on nodes serve it."""
+        try:
+            pool = await self.serving_pool()
+            await pool.execute(
+                "insert into guard_agents (agent_id, log_id) values ($1, $1)"
+                " on conflict (agent_id) do nothing",
+                agent_id,
+            )
+        except DB_ERRORS as exc:
+            raise LogWriteError(f"registering {agent_id} failed: {_why(exc)}") from exc
 
     async def create(self, agent_id: str, data: bytes) -> PgAgentLog:
         lines = _lines_of(data)
@@ -489,6 +513,9 @@ class PgStore:
             await pool.close()
 
     def close(self) -> None:
+        for rounds in (self._reads, self._writes):
+            if rounds is not None:
+                rounds.cancel()
         if self._listener is not None:
             self._listener.cancel()  # called on its loop (the registry's stop)
             self._listener = None

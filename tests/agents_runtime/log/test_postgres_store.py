@@ -83,3 +83,13 @@ async def test_a_batch_after_a_moved_head_is_refused_whole(store: PgStore) -> No
     with pytest.raises(LogReadError):
         await other.lines([4], upto)
     assert len((await asyncio.to_thread(store.read, "a")).lines) == 4
+
+
+def test_a_worker_process_gets_a_store_of_the_same_url(store: PgStore) -> None:
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(store))
+    assert isinstance(copy, PgStore)
+    assert copy.url == store.url
+    assert copy.default_checkpoint_dir() == store.default_checkpoint_dir()
+    copy.close()
