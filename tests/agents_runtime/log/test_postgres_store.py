@@ -88,7 +88,7 @@ async def test_a_batch_after_a_moved_head_is_refused_whole(store: PgStore) -> No
 def test_a_worker_process_gets_a_store_of_the_same_url(store: PgStore) -> None:
     import pickle
 
-    copy = pickle.loads(pickle.dumps(store))
+    copy = pickle.loads(pickle.dumps(store))  # noqa: S301 (our own bytes, as a worker gets them)
     assert isinstance(copy, PgStore)
     assert copy.url == store.url
     assert copy.default_checkpoint_dir() == store.default_checkpoint_dir()
