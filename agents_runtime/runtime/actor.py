@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn
@@ -72,6 +73,7 @@ READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
 UNREACHABLE = "the store cannot be reached just now; nothing was written: try again"
 CONTENDED = "other guardd nodes kept writing to this agent's log; nothing was written: try again"
 MAX_TRIES = 8  # decisions of one batch on a shared store before it gives up (503)
+CONFLICT_PAUSE = 0.001  # seconds: the first pause after a conflict is up to twice this
 STORE_RETRY = 1.0  # seconds before a due expiry is tried again on an unreachable store
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
@@ -428,7 +430,11 @@ class AgentActor:
         from the store and the commands are decided again. A failed write
         leaves nothing half-written; the callers get 503 and may retry."""
         stop = any(command is _STOP for command, _ in batch)
-        for _ in range(MAX_TRIES):
+        for tries in range(MAX_TRIES):
+            if tries:
+                # Nodes that keep colliding on one agent draw apart: a pause
+                # of random length, doubling with each try (2 ms, 4 ms, ...).
+                await asyncio.sleep(random.uniform(0, CONFLICT_PAUSE * 2**tries))  # noqa: S311
             try:
                 await self._catch_up()
             except StoreUnavailable as exc:

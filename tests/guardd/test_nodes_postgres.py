@@ -47,6 +47,17 @@ class Nodes:
         return Agent(agent.agent_id, agent.token, api.client(agent.token))
 
 
+def act(who: Agent, tool: str, **kwargs: Any) -> httpx.Response:
+    """Ask as a client should: a 503 ``unavailable`` (here, nodes that kept
+    colliding on one agent) is asked again; nothing was written."""
+    for _ in range(50):
+        answer = who.client.post(f"{who.path}/actions", json={"tool": tool}, **kwargs)
+        if answer.status_code != 503:
+            return answer
+        assert_error(answer, 503, "unavailable")
+    raise AssertionError("still 503 after 50 tries")
+
+
 def node(data_dir: Path, dsn: str) -> GuardServer:
     return GuardServer(data_dir, args=["--store", dsn])
 
@@ -81,7 +92,7 @@ def test_requests_spread_over_two_nodes_never_overspend(nodes: Nodes) -> None:
     there = nodes.agent_on(nodes.two, agent)
 
     def ask(k: int) -> httpx.Response:
-        return (agent if k % 2 else there).act("search")
+        return act(agent if k % 2 else there, "search")
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(ask, range(30)))
@@ -125,7 +136,7 @@ def test_one_idempotency_key_sent_to_two_nodes_at_once_makes_one_action(nodes: N
     headers = {"Idempotency-Key": "once-only"}
 
     def ask(who: Agent) -> httpx.Response:
-        return who.client.post(f"{agent.path}/actions", json={"tool": "search"}, headers=headers)
+        return act(who, "search", headers=headers)
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(ask, [agent, there, agent, there]))
@@ -395,7 +406,7 @@ def test_three_nodes_spread_over_exactly_the_budget_and_replay_agrees(
         agent = nodes.one.create(policy=policy)
         askers = [nodes.agent_on(api, agent) for api in (nodes.one, nodes.two, third)]
         with concurrent.futures.ThreadPoolExecutor(9) as pool:
-            answers = list(pool.map(lambda k: askers[k % 3].act("search"), range(27)))
+            answers = list(pool.map(lambda k: act(askers[k % 3], "search"), range(27)))
         decisions = [ok(a)["decision"] for a in answers]
         assert decisions.count("allowed") == 7  # the call cap, exact across nodes
         for api in (nodes.one, nodes.two, third):
@@ -431,7 +442,7 @@ def test_a_rate_window_is_exact_across_nodes(nodes: Nodes) -> None:
     agent = nodes.one.create(policy=policy)
     there = nodes.agent_on(nodes.two, agent)
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        answers = list(pool.map(lambda k: (agent if k % 2 else there).act("search"), range(16)))
+        answers = list(pool.map(lambda k: act(agent if k % 2 else there, "search"), range(16)))
     bodies = [ok(a) for a in answers]
     assert [b["decision"] for b in bodies].count("allowed") == 5
     denied = {b["reason"]["code"] for b in bodies if b["decision"] == "denied"}
