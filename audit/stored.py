@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from audit.errors import InputError, UsageError
 from audit.source import LOG, Source
 from audit.verification import Outcome, verify_source, verify_text
@@ -106,8 +108,6 @@ def verify_store(
 
 
 def _with_warnings(outcome: Outcome, warnings: list[str]) -> Outcome:
-    import attrs
-
     return attrs.evolve(outcome, warnings=(*outcome.warnings, *warnings))
 
 

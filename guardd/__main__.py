@@ -77,12 +77,7 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         except FaultSpecError as exc:
             raise SettingsError(str(exc)) from None
         store = FileStore(data_dir, io_for=io_for)
-    checkpoint_dir = settings.checkpoint_dir
-    if settings.store is not None and checkpoint_dir == settings.data_dir / "checkpoints":
-        # The store's heads apart from those of the data dir's own file logs,
-        # which guardd migrate still verifies against theirs.
-        checkpoint_dir = store.default_checkpoint_dir()
-    registry = Registry(store, ring, checkpoint_dir=checkpoint_dir)
+    registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source
@@ -96,6 +91,8 @@ def open_pg_store(url: str, data_dir: DataDir) -> PgStore:
     from agents_runtime.log.postgres.schema import SchemaError
     from agents_runtime.log.postgres.store import PgStore, masked
 
+    # Its heads apart from those of the data dir's own file logs, which
+    # guardd migrate still verifies against theirs.
     store = PgStore(url, checkpoint_dir=data_dir.root / STORE_CHECKPOINTS)
     try:
         recorded = store.prepare()

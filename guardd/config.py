@@ -38,10 +38,9 @@ class Settings:
     public_url: str | None = None  # --public-url, GUARD_PUBLIC_URL: the console as operators see it
     # --store, GUARD_STORE: a postgresql:// URL; None keeps the logs in files in data_dir
     store: str | None = None
-    # --checkpoint-dir, GUARD_CHECKPOINT_DIR; <data-dir>/checkpoints without them
-    checkpoint_dir: Path = attrs.field(
-        default=attrs.Factory(lambda self: self.data_dir / "checkpoints", takes_self=True)
-    )
+    # --checkpoint-dir, GUARD_CHECKPOINT_DIR; None: the store's own place
+    # (<data-dir>/checkpoints for files, <data-dir>/store-checkpoints for PostgreSQL)
+    checkpoint_dir: Path | None = None
 
     @property
     def tls(self) -> bool:

@@ -5,9 +5,11 @@ guardd; and a node on the store then serves the migrated agents as they were."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,22 @@ def migrate(data_dir: Path, dsn: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+@contextlib.contextmanager
+def store_node(data_dir: Path, dsn: str) -> Iterator[Api]:
+    """A guardd on the store (with ``data_dir``'s keys), stopped afterwards."""
+    api = Api(GuardServer(data_dir, args=["--store", dsn]).start())
+    try:
+        yield api
+    finally:
+        api.close()
+        api.server.stop()
+
+
+def seen_by(api: Api, agent: Agent) -> Agent:
+    """``agent``, asking through ``api``'s node with its own token."""
+    return Agent(agent.agent_id, agent.token, api.client(agent.token))
 
 
 @pytest.fixture
@@ -102,15 +120,9 @@ def test_a_node_on_the_store_serves_the_migrated_agents_as_they_were(
 ) -> None:
     root, agents = data_dir
     assert migrate(root, postgres_dsn).returncode == 0
-    node = GuardServer(root, args=["--store", postgres_dsn]).start()
-    api = Api(node)
-    try:
+    with store_node(root, postgres_dsn) as api:
         assert api.status(agents["gamma"])["spent"] == 3
-        gamma = Agent("gamma", agents["gamma"].token, api.client(agents["gamma"].token))
-        assert ok(gamma.act("search"))["remaining"] == 6
-    finally:
-        api.close()
-        node.kill()
+        assert ok(seen_by(api, agents["gamma"]).act("search"))["remaining"] == 6
 
 
 def test_a_store_url_that_is_not_postgresql_is_refused(tmp_path: Path) -> None:
@@ -124,14 +136,8 @@ def test_a_log_nodes_wrote_more_to_since_counts_as_already_there(
 ) -> None:
     root, agents = data_dir
     assert migrate(root, postgres_dsn).returncode == 0
-    node = GuardServer(root, args=["--store", postgres_dsn]).start()
-    api = Api(node)
-    try:
-        alpha = Agent("alpha", agents["alpha"].token, api.client(agents["alpha"].token))
-        ok(alpha.act("search"))
-    finally:
-        api.close()
-        node.stop()
+    with store_node(root, postgres_dsn) as api:
+        ok(seen_by(api, agents["alpha"]).act("search"))
     again = migrate(root, postgres_dsn)
     assert again.returncode == 0, again.stdout
     assert "already there: alpha (4 records; 2 more written by nodes since)" in again.stdout
@@ -145,17 +151,11 @@ def test_a_copy_cut_short_is_not_served_and_the_next_run_finishes_it(
     # As if a copy of gamma had stopped after three rows: unregistered, half there.
     run_sql(postgres_dsn, "delete from guard_agents where agent_id = 'gamma'")
     run_sql(postgres_dsn, "delete from guard_logs where agent_id = 'gamma' and seq >= 3")
-    node = GuardServer(root / "node", args=["--store", postgres_dsn])
     shutil.copytree(root / "keys", root / "node" / "keys")
-    node.start()
-    api = Api(node)
-    try:
+    with store_node(root / "node", postgres_dsn) as api:
         assert_error(api.admin.get("/v1/agents/gamma"), 404, "not_found")
         assert "gamma" not in {e["agent_id"] for e in ok(api.admin.get("/v1/agents"))["agents"]}
         done = migrate(root, postgres_dsn)
         assert done.returncode == 0, done.stdout
         assert "copied: gamma (5 records, 3 were there)" in done.stdout
         assert api.status(agents["gamma"])["spent"] == 3
-    finally:
-        api.close()
-        node.kill()
