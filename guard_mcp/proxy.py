@@ -1,17 +1,21 @@
 """The MCP server side: what the client sees, forwarded to the upstream.
 
-``tools/list`` is filtered and annotated from the agent's policy (read again
-on every listing, since an operator may change it at any time); ``tools/call``
-goes through the guard (``guard.Gate``); resources, prompts and completions
-are forwarded unchanged, and so are the upstream's notifications.
+``tools/list`` is filtered and annotated from the agent's policy and status
+(read again on every listing, since an operator may change either at any
+time: a terminated agent is offered no tool); ``tools/call`` of a name the
+upstream listed (``names``) goes through the guard (``guard.Gate``), any
+other name is refused here; resources, prompts and completions are forwarded
+unchanged, and so are the upstream's notifications.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import NotificationOptions, Server, ServerRequestContext
@@ -22,11 +26,15 @@ from client_sdk import GuardError, Policy
 from guard_mcp.config import Settings
 from guard_mcp.errors import UpstreamGone
 from guard_mcp.guard import RECEIPT_META_KEY, Gate, rule_note, tool_error
+from guard_mcp.names import Catalogue
 from guard_mcp.upstream import Upstream
 
 log = logging.getLogger("guard_mcp")
 
 Context = ServerRequestContext[Any]
+
+#: Pages of the upstream's tool list read at most, against a cursor without end.
+MAX_TOOL_PAGES = 1000
 
 
 class Proxy:
@@ -39,6 +47,12 @@ class Proxy:
         # Where the upstream's notifications go: the client that spoke last.
         # Over stdio that is the only client.
         self._client: ServerSession | None = None
+        # The upstream's tool names, from its last complete list; None: to be
+        # read (at the first call, or after it said its list changed).
+        self._catalogue: Catalogue | None = None
+        self._listings = 0  # complete lists read so far
+        self._listing = anyio.Lock()
+        self._warned: set[tuple[str, ...]] = set()
 
     @property
     def upstream(self) -> Upstream:
@@ -50,6 +64,8 @@ class Proxy:
 
     async def notify(self, notification: types.ServerNotification) -> None:
         """An upstream notification, passed on unchanged to the client."""
+        if isinstance(notification, types.ToolListChangedNotification):
+            self._catalogue = None
         client = self._client
         if client is None:
             return
@@ -76,18 +92,73 @@ class Proxy:
         prefix = self.settings.tool_prefix
         return tool[len(prefix) :] if tool.startswith(prefix) else None
 
+    def _learn(self, tools: Sequence[types.Tool]) -> Catalogue:
+        """Take ``tools`` as the upstream's complete list."""
+        catalogue = Catalogue.of(tool.name for tool in tools)
+        for names in catalogue.ambiguous:
+            if names not in self._warned:
+                self._warned.add(names)
+                log.warning(
+                    "the upstream lists tools whose names differ only in case or Unicode "
+                    "form: %s; none of them is offered or callable",
+                    ", ".join(repr(self.settings.tool_prefix + n) for n in names),
+                )
+        self._catalogue = catalogue
+        self._listings += 1
+        return catalogue
+
+    async def _relist(self) -> Catalogue:
+        """Read the upstream's complete tool list again (every page)."""
+        seen = self._listings
+        async with self._listing:
+            if self._listings != seen and self._catalogue is not None:
+                return self._catalogue  # read by another caller while this one waited
+            if self.upstream.capabilities.tools is None:
+                return self._learn(())
+            tools: list[types.Tool] = []
+            cursor: str | None = None
+            for _ in range(MAX_TOOL_PAGES):
+                params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+                page: types.ListToolsResult = await self.upstream.request(
+                    types.ListToolsRequest(params=params), types.ListToolsResult
+                )
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    return self._learn(tools)
+            raise MCPError(
+                INTERNAL_ERROR, f"the upstream's tool list has more than {MAX_TOOL_PAGES} pages"
+            )
+
     async def list_tools(
         self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        listed: types.ListToolsResult = await self._forward(
-            ctx, types.ListToolsRequest(params=params), types.ListToolsResult
-        )
+        self._seen(ctx)
         try:
+            status = await self.gate.client.status()
             policy = await self.gate.policy()
         except GuardError as exc:
             # Fail closed: without the policy no tool can be described truly.
             raise MCPError(INTERNAL_ERROR, f"guard-mcp cannot list tools: {exc}") from None
-        tools = [t for tool in listed.tools if (t := self._shown(tool, policy)) is not None]
+        if not status.alive:
+            # Every call would be denied, for good: nothing to offer.
+            return types.ListToolsResult(tools=[])
+        listed: types.ListToolsResult = await self._forward(
+            ctx, types.ListToolsRequest(params=params), types.ListToolsResult
+        )
+        catalogue = self._catalogue
+        if (params is None or params.cursor is None) and listed.next_cursor is None:
+            catalogue = self._learn(listed.tools)  # one page: the complete list
+        elif catalogue is None or not all(catalogue.lists(t.name) for t in listed.tools):
+            try:
+                catalogue = await self._relist()
+            except UpstreamGone as exc:
+                raise MCPError(INTERNAL_ERROR, str(exc)) from None
+        tools = [
+            shown
+            for tool in listed.tools
+            if tool.name in catalogue.callable and (shown := self._shown(tool, policy)) is not None
+        ]
         return listed.model_copy(update={"tools": tools})
 
     def _shown(self, tool: types.Tool, policy: Policy) -> types.Tool | None:
@@ -118,8 +189,17 @@ class Proxy:
             )
         try:
             self.upstream.check()
+            refusal = await self._refusal(upstream_name)
         except UpstreamGone as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from None
+        except MCPError as exc:  # the upstream's own error answer to tools/list
+            return tool_error(
+                f"{tool} cannot be checked against the upstream server's tool list "
+                f"({exc}); the call was not run."
+            )
+        if refusal is not None:
+            # guardd is not asked: the name is no tool the agent could run.
+            return tool_error(f"{refusal}; the call was not run.")
         cost: Decimal | None = None
         argument = self.settings.cost_argument(tool, upstream_name)
         if argument is not None:
@@ -156,6 +236,14 @@ class Proxy:
             return result
 
         return await self.gate.call(tool, arguments, cost, forward, progress)
+
+    async def _refusal(self, name: str) -> str | None:
+        """Why ``name`` (unprefixed) may not be called, from the upstream's list,
+        read again when the name is not in the list known."""
+        catalogue = self._catalogue
+        if catalogue is None or catalogue.refusal(name) is not None:
+            catalogue = await self._relist()
+        return catalogue.refusal(name, self.settings.tool_prefix)
 
     # -- everything else, unchanged ----------------------------------------------
 

@@ -74,10 +74,12 @@ class Upstream:
         self.calls_file = directory / "upstream-calls.jsonl"
         self.pid_file = directory / "upstream.pid"
         self.calls_file.touch()
+        self.names: str | None = None  # UPSTREAM_NAMES: None, "loose" or "twins"
 
     @property
     def env(self) -> dict[str, str]:
-        return {"UPSTREAM_CALLS": str(self.calls_file), "UPSTREAM_PID": str(self.pid_file)}
+        env = {"UPSTREAM_CALLS": str(self.calls_file), "UPSTREAM_PID": str(self.pid_file)}
+        return env | ({"UPSTREAM_NAMES": self.names} if self.names else {})
 
     @property
     def calls(self) -> list[dict[str, Any]]:

@@ -367,3 +367,150 @@ async def test_without_receipts_no_receipt_goes_upstream_not_even_the_clients(
             result = await client.call_tool("echo", {"text": "hi"}, meta=forged)
     assert text(result) == "echo: hi"
     assert upstream.calls == [{"tool": "echo", "arguments": {"text": "hi"}}]
+
+
+# A policy that holds write_file for approval and lets any other tool run free:
+# the shape in which a name variant, decided by the default rule, used to run
+# write_file upstream with no approval and no charge.
+HELD_WRITE = {"write_file": {"requires_approval": True, "cost": 1}}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("Write_File", id="title-case"),
+        pytest.param("WRITE_FILE", id="upper-case"),
+        pytest.param(
+            "\uff57\uff52\uff49\uff54\uff45\uff3f\uff46\uff49\uff4c\uff45", id="fullwidth"
+        ),
+        pytest.param("write_\uff46ile", id="one-fullwidth-letter"),
+    ],
+)
+async def test_a_name_variant_of_a_tool_held_for_approval_is_refused_without_asking_the_guard(
+    server: GuardServer,
+    admin: AdminClient,
+    new_agent,
+    upstream: Upstream,
+    tmp_path: Path,
+    name: str,
+) -> None:
+    upstream.names = "loose"  # the upstream would run write_file under this name
+    agent = new_agent(HELD_WRITE, default={})
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(tmp_path, upstream, agent.token, server.url) as client:
+            result = await client.call_tool(name, {"path": "/etc/x", "text": "owned"})
+    assert result.is_error is True
+    assert text(result) == (
+        f"unknown tool {name!r}: the upstream server lists no tool of that name, only "
+        "'write_file' (names must match exactly, in case and Unicode form); the call was not run."
+    )
+    assert upstream.calls == []
+    assert actions(admin, agent.agent_id, "action_requested") == []
+    assert admin.agent_status(agent.agent_id).spent == 0
+
+
+async def test_only_the_listed_name_goes_to_the_guard_and_an_unlisted_one_never_does(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    upstream.names = "loose"
+    agent = new_agent(HELD_WRITE, default={})
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(tmp_path, upstream, agent.token, server.url) as client:
+            unlisted = await client.call_tool("delete_everything", {})
+            results: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                results.append(await client.call_tool("write_file", {"path": "a", "text": "b"}))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                await wait_for(lambda: admin.list_pending(agent.agent_id))
+                assert upstream.calls == []  # held, as the policy says
+                admin.approve(agent.agent_id, "act-1", approver="ann")
+    assert text(unlisted) == (
+        "unknown tool 'delete_everything': the upstream server lists no tool of that name; "
+        "the call was not run."
+    )
+    assert text(results[0]) == "wrote 1 characters to a"
+    [requested] = actions(admin, agent.agent_id, "action_requested")
+    assert requested["tool"] == "write_file"
+    assert upstream.calls == [{"tool": "write_file", "arguments": {"path": "a", "text": "b"}}]
+    assert admin.agent_status(agent.agent_id).spent == 1
+
+
+async def test_listed_names_that_differ_only_by_case_are_neither_offered_nor_callable(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    upstream.names = "twins"  # lists write_file and Write_File, runs write_file for both
+    agent = new_agent({"fs.write_file": {"requires_approval": True}}, default={})
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(
+            tmp_path, upstream, agent.token, server.url, "--tool-prefix", "fs."
+        ) as client:
+            listed = {t.name for t in (await client.list_tools()).tools}
+            twin = await client.call_tool("fs.Write_File", {"path": "a", "text": "b"})
+            held = await client.call_tool("fs.write_file", {"path": "a", "text": "b"})
+            variant = await client.call_tool("fs.WRITE_FILE", {"path": "a", "text": "b"})
+    assert listed == {"fs.echo", "fs.fail", "fs.pay", "fs.crash", "fs.never_allowed"}
+    assert text(twin) == (
+        "tool 'fs.Write_File' is withheld: the upstream server also lists 'fs.write_file', "
+        "which differs from it only in case or Unicode form and may be the same tool; "
+        "the call was not run."
+    )
+    assert text(held).startswith("tool 'fs.write_file' is withheld: the upstream server also ")
+    assert text(variant) == (
+        "unknown tool 'fs.WRITE_FILE': the upstream server lists no tool of that name, only "
+        "'fs.Write_File' and 'fs.write_file' (names must match exactly, in case and Unicode "
+        "form); the call was not run."
+    )
+    assert upstream.calls == []
+    assert actions(admin, agent.agent_id, "action_requested") == []
+    assert (
+        "the upstream lists tools whose names differ only in case or Unicode form: "
+        "'fs.Write_File', 'fs.write_file'; none of them is offered or callable"
+    ) in stderr_of_guard_mcp(tmp_path)
+
+
+async def test_a_terminated_agent_is_offered_no_tool_and_its_calls_are_denied(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"echo": {}}, default={})
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(
+            tmp_path, upstream, agent.token, server.url, "--show-denied"
+        ) as client:
+            before = (await client.list_tools()).tools
+            admin.terminate(agent.agent_id, reason="caught lying", by="ann")
+            after = (await client.list_tools()).tools
+            result = await client.call_tool("echo", {"text": "hi"})
+    assert len(before) == 5
+    assert after == []
+    assert text(result) == (
+        "denied by guard: terminated (the agent is terminated: caught lying); action act-1; "
+        "the call was not run."
+    )
+    assert upstream.calls == []
+
+
+async def test_two_tools_outside_the_docs_example_policy_terminate_the_agent(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    # docs/mcp.md's policy: scar_limit 5, no default. A tool the upstream
+    # lists but the policy leaves out is a moderate scar (3): two reach 6.
+    agent = new_agent({"echo": {}}, budget=20, scar_limit=5)
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(tmp_path, upstream, agent.token, server.url) as client:
+            first = await client.call_tool("never_allowed", {})
+            assert [t.name for t in (await client.list_tools()).tools] == ["echo"]
+            second = await client.call_tool("pay", {"to": "bob", "amount": 1})
+            listed = (await client.list_tools()).tools
+            echo = await client.call_tool("echo", {"text": "hi"})
+    assert text(first).startswith("denied by guard: tool_not_allowed")
+    assert text(second).startswith("denied by guard: tool_not_allowed")
+    status = admin.agent_status(agent.agent_id)
+    assert (status.alive, status.termination_reason, status.scar_score) == (False, "scar_limit", 6)
+    assert listed == []
+    assert text(echo).startswith(
+        "denied by guard: terminated (the agent is terminated: scar_limit)"
+    )
+    assert upstream.calls == []

@@ -5,6 +5,11 @@ and for ``echo`` the guard's receipt when its ``_meta`` carries one) to
 the file named by ``UPSTREAM_CALLS``, so a test counts what reached it; its PID
 goes to ``UPSTREAM_PID`` so a test can check that no process is left. It serves
 stdio, or streamable HTTP on ``127.0.0.1:<port>`` with ``--http PORT``.
+
+``UPSTREAM_NAMES=loose`` makes it a server that finds its tools loosely, as
+some do: a called name is taken in NFKC and lower case, so ``WRITE_FILE`` and
+the fullwidth ``ｗｒｉｔｅ_ｆｉｌｅ`` run ``write_file`` (listed only then).
+``UPSTREAM_NAMES=twins`` does the same and lists ``Write_File`` too.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import unicodedata
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -70,6 +76,34 @@ def greeting() -> str:
 @server.prompt(description="Ask for a review.")
 def review(topic: str) -> str:
     return f"Please review {topic}."
+
+
+def write_file(path: str, text: str) -> str:
+    _count("write_file", {"path": path, "text": text})
+    return f"wrote {len(text)} characters to {path}"
+
+
+def write_file_twin(path: str, text: str) -> str:
+    _count("Write_File", {"path": path, "text": text})
+    return f"wrote {len(text)} characters to {path}"
+
+
+def _find_tools_loosely() -> None:
+    tools = server._tool_manager
+    exact = tools.get_tool
+
+    def loose(name: str):  # type: ignore[no-untyped-def]
+        return exact(unicodedata.normalize("NFKC", name).lower())
+
+    tools.get_tool = loose  # type: ignore[method-assign]
+
+
+NAMES = os.environ.get("UPSTREAM_NAMES")
+if NAMES in ("loose", "twins"):
+    server.add_tool(write_file, description="Write a file.")
+    _find_tools_loosely()
+if NAMES == "twins":
+    server.add_tool(write_file_twin, name="Write_File", description="Write a file too.")
 
 
 if __name__ == "__main__":
