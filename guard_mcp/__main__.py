@@ -11,40 +11,32 @@ from collections.abc import Sequence
 
 import anyio
 from mcp.server import NotificationOptions, Server
-from mcp.server.stdio import stdio_server
 
 from client_sdk import AsyncGuardClient, GuardError
 from guard_mcp import config, upstream
-from guard_mcp.config import MCP_PATH, Settings
+from guard_mcp.config import Settings
 from guard_mcp.errors import GuardMcpError
 from guard_mcp.guard import Gate
+from guard_mcp.listen import serve_http
 from guard_mcp.proxy import Proxy
+from guard_mcp.stdio import serve_stdio
 
 log = logging.getLogger("guard_mcp")
 
 
 async def _serve_stdio(server: Server[object], options: NotificationOptions) -> None:
-    async with stdio_server() as (read, write):
+    async with serve_stdio() as (read, write):
         # Returns when the client closes our stdin: it has gone away.
         await server.run(read, write, server.create_initialization_options(options))
 
 
-async def _serve_http(
-    server: Server[object], options: NotificationOptions, host: str, port: int
-) -> None:
-    import uvicorn
-
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    http = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    log.info("serving MCP at http://%s:%d%s", host, port, MCP_PATH)
-    await http.serve()
-
-
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(stop: anyio.Event, gate: Gate) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for received in signals:
-            log.info("stopping on %s", signal.Signals(received).name)
-            scope.cancel()
+            name = signal.Signals(received).name
+            log.info("stopping on %s", name)
+            gate.stopping = f"stopped on {name}"
+            stop.set()
             return
 
 
@@ -55,13 +47,25 @@ async def serve(settings: Settings, client: AsyncGuardClient) -> None:
         log.info("upstream %s connected; guard at %s", up.label, client.base_url)
         proxy.bind(up)
         server, options = proxy.server()
+        stop = anyio.Event()
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
+            tasks.start_soon(_stop_on_signal, stop, gate)
             if settings.listen is None:
-                await _serve_stdio(server, options)
+                async with anyio.create_task_group() as stdio:
+                    stdio.start_soon(_cancel_on, stop, stdio.cancel_scope)
+                    await _serve_stdio(server, options)
+                    stdio.cancel_scope.cancel()
             else:
-                await _serve_http(server, options, *settings.listen)
+                assert settings.listen_token is not None  # config.parse sees to it
+                await serve_http(server, *settings.listen, settings.listen_token, stop)
             tasks.cancel_scope.cancel()
+
+
+async def _cancel_on(stop: anyio.Event, scope: anyio.CancelScope) -> None:
+    # Over stdio a stop cancels the server at once: its reader is cancellable
+    # (guard_mcp.stdio) and each held call withdraws its action as it unwinds.
+    await stop.wait()
+    scope.cancel()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,15 +76,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"guard-mcp: {exc}", file=sys.stderr)
         return 2
     # Standard error only: over stdio, standard output is the MCP connection.
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="guard-mcp: %(message)s")
+    # guard-mcp's own lines at INFO; the libraries' (httpx logs every request
+    # at INFO) only from WARNING.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="guard-mcp: %(message)s")
+    log.setLevel(logging.INFO)
     try:
         anyio.run(serve, settings, client)
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping, or one before serving
+        return 130
     except Exception as exc:  # reported as one line, as the CLI promises
+        cause = _first_leaf(exc)
+        if isinstance(cause, GuardMcpError):
+            print(f"guard-mcp: {cause}", file=sys.stderr)
+            return 1
         # Past the command line, what fails is reaching the upstream: a
         # command that cannot run, an address that does not answer, a server
         # that exits before the handshake. The SDK's transports raise these
         # inside task groups, so the first leaf is the cause.
-        cause = _first_leaf(exc)
         what = str(cause) or type(cause).__name__
         print(f"guard-mcp: upstream {settings.upstream_label}: {what}", file=sys.stderr)
         return 1

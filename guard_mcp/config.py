@@ -1,22 +1,33 @@
 """The command line: what to connect upstream, where to serve, how to guard.
 
-``guard-mcp [options] -- COMMAND ARGS...`` runs an upstream server over stdio;
+``guard-mcp [options] -- COMMAND ARGS...`` runs an upstream server over stdio,
+and so does ``--upstream-command "COMMAND ARGS..."`` (one string, split as a
+POSIX shell would, for launchers that keep the first ``--`` for themselves);
 ``--upstream-url`` reaches one over streamable HTTP instead. The guard's
 address and the agent token are not options: the SDK finds them (``GUARD_URL``,
-``GUARD_AGENT_TOKEN``, environment or ``.env``).
+``GUARD_AGENT_TOKEN``, environment or ``.env``). Neither is the listener's
+token (``GUARD_MCP_LISTEN_TOKEN``, looked up the same way), which an option
+would show to everyone who can list the machine's processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import attrs
+from dotenv import dotenv_values
 
 from guard_mcp.errors import ConfigError
 
 DEFAULT_APPROVAL_TIMEOUT = 300.0
 MCP_PATH = "/mcp"
+LISTEN_TOKEN_VARIABLE = "GUARD_MCP_LISTEN_TOKEN"  # noqa: S105 - a variable name, no secret
+#: The shortest listener token accepted: 32 characters of ``token_urlsafe`` are 192 bits.
+MIN_LISTEN_TOKEN = 32
 
 
 @attrs.frozen
@@ -24,6 +35,7 @@ class Settings:
     command: tuple[str, ...]  # the upstream server's command line (stdio), or ()
     upstream_url: str | None  # the upstream's streamable HTTP endpoint, or None
     listen: tuple[str, int] | None  # serve streamable HTTP here; None serves stdio
+    listen_token: str | None = attrs.field(default=None, repr=False)  # with listen only
     tool_prefix: str = ""
     cost_from: Mapping[str, str] = attrs.field(factory=dict)  # tool name -> argument
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT
@@ -45,13 +57,23 @@ class Settings:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="guard-mcp",
-        usage="guard-mcp [options] -- COMMAND [ARGS...] | guard-mcp [options] --upstream-url URL",
+        usage=(
+            "guard-mcp [options] -- COMMAND [ARGS...] | "
+            "guard-mcp [options] --upstream-command 'COMMAND [ARGS...]' | "
+            "guard-mcp [options] --upstream-url URL"
+        ),
         description=(
             "An MCP proxy that asks guardd before every tool call. The guard's address "
             "and the agent token come from GUARD_URL and GUARD_AGENT_TOKEN (environment "
-            "or .env)."
+            f"or .env); --listen's bearer token from {LISTEN_TOKEN_VARIABLE}."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--upstream-command",
+        metavar="COMMAND",
+        help="the upstream server's command line as one string, split as a POSIX shell "
+        "would (instead of a command after --)",
     )
     parser.add_argument(
         "--upstream-url",
@@ -61,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        help=f"serve streamable HTTP at http://HOST:PORT{MCP_PATH} instead of stdio",
+        help=f"serve streamable HTTP at http://HOST:PORT{MCP_PATH} instead of stdio; every "
+        f"request needs 'Authorization: Bearer' with the token of {LISTEN_TOKEN_VARIABLE}",
     )
     parser.add_argument(
         "--tool-prefix",
@@ -114,10 +137,44 @@ def _cost_from(values: Sequence[str]) -> dict[str, str]:
     return mapping
 
 
-def parse(argv: Sequence[str]) -> Settings:
+def _upstream_command(value: str) -> tuple[str, ...]:
+    try:
+        command = tuple(shlex.split(value))
+    except ValueError as exc:  # an unclosed quote, a lone escape
+        raise ConfigError(f"--upstream-command cannot be split: {exc}: {value!r}") from None
+    if not command:
+        raise ConfigError("--upstream-command is empty")
+    return command
+
+
+def listen_token(environ: Mapping[str, str], cwd: Path) -> str:
+    """The listener's bearer token: the environment first, then ``./.env``."""
+    token = environ.get(LISTEN_TOKEN_VARIABLE, "").strip()
+    dotenv = cwd / ".env"
+    if not token and dotenv.is_file():
+        token = (dotenv_values(dotenv).get(LISTEN_TOKEN_VARIABLE) or "").strip()
+    if not token:
+        raise ConfigError(
+            f"--listen needs a bearer token in {LISTEN_TOKEN_VARIABLE} (environment or "
+            f"{dotenv}), which every HTTP client must send; make one with: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    if len(token) < MIN_LISTEN_TOKEN:
+        raise ConfigError(
+            f"{LISTEN_TOKEN_VARIABLE} is {len(token)} characters; it must be at least "
+            f"{MIN_LISTEN_TOKEN}: make one with: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    return token
+
+
+def parse(
+    argv: Sequence[str], environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Settings:
     """The settings of ``argv``; raises ConfigError for anything that cannot work.
 
-    ``--help`` prints and exits (SystemExit) as argparse does.
+    ``environ`` and ``cwd`` (default: this process's) are where ``--listen``'s
+    token is looked up. ``--help`` prints and exits (SystemExit) as argparse does.
     """
     argv = list(argv)
     if "--" in argv:
@@ -129,11 +186,19 @@ def parse(argv: Sequence[str]) -> Settings:
     args, unknown = parser.parse_known_args(options)
     if unknown:
         raise ConfigError(
-            f"unknown arguments {' '.join(unknown)!r}; the upstream command goes after --"
+            f"unknown arguments {' '.join(unknown)!r}; the upstream command goes after -- "
+            "or in --upstream-command"
         )
+    if args.upstream_command is not None:
+        if command:
+            raise ConfigError(
+                "give the upstream command once: after -- or as --upstream-command, not both"
+            )
+        command = _upstream_command(args.upstream_command)
     if bool(command) == bool(args.upstream_url):
         raise ConfigError(
-            "give the upstream server either as a command after -- or as --upstream-url URL"
+            "give the upstream server either as a command (after -- or as "
+            "--upstream-command) or as --upstream-url URL"
         )
     if args.upstream_url and not args.upstream_url.startswith(("http://", "https://")):
         raise ConfigError(f"--upstream-url must be an http(s) URL, not {args.upstream_url!r}")
@@ -141,10 +206,17 @@ def parse(argv: Sequence[str]) -> Settings:
         raise ConfigError(
             f"--approval-timeout must be a positive number of seconds, not {args.approval_timeout}"
         )
+    listen = _listen(args.listen) if args.listen else None
+    token = None
+    if listen is not None:
+        token = listen_token(
+            os.environ if environ is None else environ, Path.cwd() if cwd is None else cwd
+        )
     return Settings(
         command=command,
         upstream_url=args.upstream_url,
-        listen=_listen(args.listen) if args.listen else None,
+        listen=listen,
+        listen_token=token,
         tool_prefix=args.tool_prefix,
         cost_from=_cost_from(args.cost_from),
         approval_timeout=args.approval_timeout,

@@ -2,6 +2,7 @@
 
 GuardMcpError
 ├── ConfigError        a command line that cannot work (printed as one line, exit 2)
+├── ListenError        --listen cannot serve at its address (printed as one line, exit 1)
 └── UpstreamGone       the upstream server closed its connection or exited
 """
 
@@ -14,6 +15,10 @@ class GuardMcpError(Exception):
 
 class ConfigError(GuardMcpError, ValueError):
     """The command line or the environment cannot make a working proxy."""
+
+
+class ListenError(GuardMcpError):
+    """The HTTP listener cannot serve (the address is taken, or not this machine's)."""
 
 
 class UpstreamGone(GuardMcpError):

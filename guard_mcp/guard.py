@@ -42,6 +42,9 @@ RECEIPT_META_KEY = "agent-action-guard/receipt"
 #: person waiting sees a progress message after each one.
 POLL_SECONDS = 15.0
 
+#: The longest a cancelled or stopping call spends withdrawing its action.
+WITHDRAW_SECONDS = 10.0
+
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 #: Runs the call upstream, given the allowed call's receipt (None: none given).
 Forward = Callable[[tuple[str, ...] | None], Awaitable[types.CallToolResult]]
@@ -98,6 +101,9 @@ class Gate:
         self.client = client
         self.settings = settings
         self.console = client.base_url.rstrip("/") + "/"
+        # Why held calls are being cancelled when guard-mcp itself is stopping
+        # (set on a signal); None: a cancellation comes from the client.
+        self.stopping: str | None = None
 
     async def policy(self) -> Policy:
         return await self.client.policy()
@@ -143,12 +149,25 @@ class Gate:
         try:
             action = await self._wait(tool, action_id, started, waiting, progress)
         except anyio.get_cancelled_exc_class():
-            # The client cancelled (notifications/cancelled) or went away.
-            with anyio.CancelScope(shield=True):
-                withdrawn = await self.withdraw(action_id, "cancelled by the client")
+            # The client cancelled (notifications/cancelled) or went away, or
+            # guard-mcp is stopping.
+            why = self.stopping or "cancelled by the client"
+            # Shielded, so that the withdrawal is sent; bounded, so that a
+            # guardd that does not answer cannot keep a stopping proxy alive.
+            with anyio.move_on_after(WITHDRAW_SECONDS, shield=True) as bounded:
+                withdrawn = await self.withdraw(action_id, why)
                 if isinstance(withdrawn, Action) and withdrawn.status == "allowed":
                     # Approved just before: charged, but it will never run.
-                    await self._report(action_id, "failure", "cancelled by the client, not run")
+                    await self._report(action_id, "failure", f"{why}, not run")
+            if bounded.cancelled_caught:
+                log.error(
+                    "%s %s; guardd did not answer within %g s, it may stay pending: "
+                    "reject it at the console %s",
+                    action_id,
+                    why,
+                    WITHDRAW_SECONDS,
+                    self.console,
+                )
             raise
         if isinstance(action, types.CallToolResult):
             return action

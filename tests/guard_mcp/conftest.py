@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -115,11 +116,18 @@ async def guard_mcp_stdio(
     token: str,
     guard_url: str,
     *args: str,
+    command_option: bool = False,
 ) -> AsyncIterator[ClientSession]:
-    """guard-mcp over stdio in front of the upstream over stdio, as a desktop client runs it."""
+    """guard-mcp over stdio in front of the upstream over stdio, as a desktop client runs it.
+
+    The upstream command goes after ``--``, or with ``command_option`` in
+    ``--upstream-command`` as one string.
+    """
+    command = [sys.executable, str(UPSTREAM)]
+    given = ["--upstream-command", shlex.join(command)] if command_option else ["--", *command]
     params = StdioServerParameters(
         command=str(GUARD_MCP),
-        args=[*args, "--", sys.executable, str(UPSTREAM)],
+        args=[*args, *given],
         env=base_env(guard_url, token, upstream),
         cwd=tmp_path,  # no .env of the repository is read
     )

@@ -34,26 +34,113 @@ def test_a_command_after_the_double_dash_is_the_stdio_upstream() -> None:
     assert settings.cost_argument("fs.pay", "pay") == "amount"
 
 
-def test_an_http_upstream_and_an_http_listener() -> None:
-    settings = parse(["--upstream-url", "http://127.0.0.1:8931/mcp", "--listen", "[::1]:8940"])
+LISTEN_TOKEN = "t" * 32
+
+
+def test_an_http_upstream_and_an_http_listener(tmp_path: Path) -> None:
+    argv = ["--upstream-url", "http://127.0.0.1:8931/mcp", "--listen", "[::1]:8940"]
+    settings = parse(argv, {"GUARD_MCP_LISTEN_TOKEN": LISTEN_TOKEN}, tmp_path)
     assert (settings.command, settings.listen) == ((), ("::1", 8940))
+    assert settings.listen_token == LISTEN_TOKEN
     assert settings.upstream_label == "http://127.0.0.1:8931/mcp"
+    assert LISTEN_TOKEN not in repr(settings)
+
+
+def test_the_listener_token_is_read_from_dotenv_when_the_environment_has_none(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".env").write_text(f"GUARD_MCP_LISTEN_TOKEN={LISTEN_TOKEN}\n")
+    settings = parse(["--listen", "127.0.0.1:8940", "--", "x"], {}, tmp_path)
+    assert settings.listen_token == LISTEN_TOKEN
+    assert parse(["--", "x"], {}, tmp_path).listen_token is None  # only with --listen
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        pytest.param(
+            {},
+            "--listen needs a bearer token in GUARD_MCP_LISTEN_TOKEN (environment or ",
+            id="none",
+        ),
+        pytest.param(
+            {"GUARD_MCP_LISTEN_TOKEN": "  "},
+            "--listen needs a bearer token in GUARD_MCP_LISTEN_TOKEN (environment or ",
+            id="blank",
+        ),
+        pytest.param(
+            {"GUARD_MCP_LISTEN_TOKEN": "secret"},
+            "GUARD_MCP_LISTEN_TOKEN is 6 characters; it must be at least 32: make one with: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+            id="short",
+        ),
+    ],
+)
+def test_a_listener_without_a_token_of_32_characters_is_refused(
+    environ: dict[str, str], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        parse(["--listen", "0.0.0.0:8940", "--", "x"], environ, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("given", "command"),
+    [
+        pytest.param("npx -y server /srv/data", ("npx", "-y", "server", "/srv/data"), id="plain"),
+        pytest.param(
+            "server --root '/srv/my data' -- x",
+            ("server", "--root", "/srv/my data", "--", "x"),
+            id="quoted-and-double-dash",
+        ),
+    ],
+)
+def test_the_upstream_command_may_be_one_string_split_as_a_shell_would(
+    given: str, command: tuple[str, ...]
+) -> None:
+    settings = parse(["--tool-prefix", "fs.", "--upstream-command", given])
+    assert (settings.command, settings.tool_prefix) == (command, "fs.")
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        pytest.param([], "give the upstream server either as a command after --", id="none"),
+        pytest.param(
+            [],
+            "give the upstream server either as a command (after -- or as --upstream-command) "
+            "or as --upstream-url URL",
+            id="none",
+        ),
         pytest.param(
             ["--upstream-url", "http://h/mcp", "--", "x"],
-            "give the upstream server either as a command after --",
-            id="both",
+            "give the upstream server either as a command",
+            id="url-and-command",
+        ),
+        pytest.param(
+            ["--upstream-url", "http://h/mcp", "--upstream-command", "x"],
+            "give the upstream server either as a command",
+            id="url-and-command-option",
+        ),
+        pytest.param(
+            ["--upstream-command", "x y", "--", "x", "y"],
+            "give the upstream command once: after -- or as --upstream-command, not both",
+            id="command-twice",
+        ),
+        pytest.param(["--upstream-command", "  "], "--upstream-command is empty", id="empty"),
+        pytest.param(
+            ["--upstream-command", "server 'unclosed"],
+            '--upstream-command cannot be split: No closing quotation: "server \'unclosed"',
+            id="unclosed-quote",
         ),
         pytest.param(["--upstream-url", "ftp://h"], "must be an http(s) URL", id="url"),
         pytest.param(["--listen", "8940", "--", "x"], "--listen must be HOST:PORT", id="listen"),
         pytest.param(["--cost-from", "pay", "--", "x"], "must be TOOL=ARGUMENT", id="cost"),
         pytest.param(["--approval-timeout", "0", "--", "x"], "must be a positive", id="timeout"),
-        pytest.param(["--what", "--", "x"], "unknown arguments '--what'", id="unknown"),
+        pytest.param(
+            ["--what", "--", "x"],
+            "unknown arguments '--what'; the upstream command goes after -- or in "
+            "--upstream-command",
+            id="unknown",
+        ),
     ],
 )
 def test_a_command_line_that_cannot_work_is_refused(argv: list[str], message: str) -> None:
@@ -67,6 +154,20 @@ def test_main_prints_one_line_and_exits_2_on_a_bad_command_line(
     assert main(["--listen", "nowhere", "--", "x"]) == 2
     err = capsys.readouterr().err
     assert err == "guard-mcp: --listen must be HOST:PORT with a port in 1..65535, not 'nowhere'\n"
+
+
+def test_main_with_listen_and_no_token_prints_one_line_and_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("GUARD_MCP_LISTEN_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--listen", "127.0.0.1:8940", "--", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "guard-mcp: --listen needs a bearer token in GUARD_MCP_LISTEN_TOKEN (environment or "
+        f"{tmp_path / '.env'}), which every HTTP client must send; make one with: "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'\n"
+    )
 
 
 def test_main_without_an_agent_token_says_where_it_looked(

@@ -13,9 +13,11 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
+import httpx
 import mcp_types as types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from client_sdk import AdminClient
 from tests.guard_mcp.conftest import (
@@ -28,6 +30,13 @@ from tests.guard_mcp.conftest import (
     wait_for,
 )
 from tests.support.server import GuardServer, free_port
+
+#: The listener's bearer token (GUARD_MCP_LISTEN_TOKEN) in these tests.
+LISTEN_TOKEN = "listen-token-for-tests-0123456789abcdef"
+
+
+def listen_env(guard_url: str, token: str, upstream: Upstream) -> dict[str, str]:
+    return base_env(guard_url, token, upstream) | {"GUARD_MCP_LISTEN_TOKEN": LISTEN_TOKEN}
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], within: float = 20.0) -> None:
@@ -59,11 +68,24 @@ def running(
 
 
 @asynccontextmanager
-async def http_client(port: int) -> AsyncIterator[ClientSession]:
-    async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+async def http_client(port: int, token: str = LISTEN_TOKEN) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def output_is_quiet(log: Path) -> None:
+    """No traceback, and no line per HTTP request (guard-mcp's or its libraries')."""
+    out = log.read_text()
+    assert "Traceback" not in out
+    assert "HTTP Request" not in out
+    assert "POST /mcp" not in out
+    assert "gave up" not in out
 
 
 def text(result: types.CallToolResult) -> str:
@@ -76,7 +98,7 @@ async def test_served_over_http_it_guards_each_call_and_stops_its_upstream_on_si
     agent = new_agent({"echo": {"cost": 1}, "pay": {"requires_approval": True}})
     port = free_port()
     args = [str(GUARD_MCP), "--listen", f"127.0.0.1:{port}", "--", sys.executable, str(UPSTREAM)]
-    env = base_env(server.url, agent.token, upstream)
+    env = listen_env(server.url, agent.token, upstream)
     progress: list[str | None] = []
 
     async def seen(done: float, total: float | None, message: str | None) -> None:
@@ -107,6 +129,7 @@ async def test_served_over_http_it_guards_each_call_and_stops_its_upstream_on_si
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     assert process_gone(pid)
+    output_is_quiet(tmp_path / "guard-mcp.out")
     assert text(allowed) == "echo: over http"
     assert text(denied).startswith("denied by guard: tool_not_allowed")
     assert text(results[0]) == "paid 1 to ann"
@@ -120,7 +143,7 @@ async def test_an_http_upstream_is_guarded_like_a_stdio_one(
 ) -> None:
     agent = new_agent({"echo": {}}, budget=5)
     up_port, port = free_port(), free_port()
-    env = base_env(server.url, agent.token, upstream)
+    env = listen_env(server.url, agent.token, upstream)
     upstream_args = [sys.executable, str(UPSTREAM), "--http", str(up_port)]
     args = [
         str(GUARD_MCP),
@@ -152,3 +175,103 @@ async def test_an_http_upstream_is_guarded_like_a_stdio_one(
     assert isinstance(resource.contents[0], types.TextResourceContents)
     assert resource.contents[0].text == "hello from upstream"
     assert admin.agent_status(agent.agent_id).spent == 4
+
+
+async def test_the_listener_answers_401_to_a_request_without_its_bearer_token(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"echo": {}})
+    port = free_port()
+    args = [str(GUARD_MCP), "--listen", f"127.0.0.1:{port}", "--", sys.executable, str(UPSTREAM)]
+    env = listen_env(server.url, agent.token, upstream)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}
+    wrong = [
+        {},
+        {"Authorization": "Bearer not-the-token"},
+        {"Authorization": f"Bearer {LISTEN_TOKEN}x"},
+        {"Authorization": LISTEN_TOKEN},
+        {"Authorization": f"Basic {LISTEN_TOKEN}"},
+    ]
+    with running(args, env, port, tmp_path / "guard-mcp.out") as proc:
+        with anyio.fail_after(TEST_TIMEOUT):
+            async with httpx.AsyncClient(timeout=10) as raw:
+                url = f"http://127.0.0.1:{port}/mcp"
+                answers = [await raw.post(url, json=call, headers=headers) for headers in wrong]
+            async with http_client(port) as client:
+                allowed = await client.call_tool("echo", {"text": "with the token"})
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    for answer in answers:
+        assert answer.status_code == 401
+        assert answer.headers["www-authenticate"] == "Bearer"
+        assert answer.json() == {
+            "error": "missing or wrong bearer token: this guard-mcp listener needs "
+            "'Authorization: Bearer <GUARD_MCP_LISTEN_TOKEN>'",
+            "code": "unauthorized",
+        }
+    assert text(allowed) == "echo: with the token"
+    assert upstream.calls == [{"tool": "echo", "arguments": {"text": "with the token"}}]
+    assert len([r for r in admin.log(agent.agent_id) if r["kind"] == "action_requested"]) == 1
+
+
+async def test_sigterm_while_a_call_is_held_over_http_withdraws_it_and_exits_cleanly(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"pay": {"requires_approval": True}})
+    port = free_port()
+    args = [str(GUARD_MCP), "--listen", f"127.0.0.1:{port}", "--", sys.executable, str(UPSTREAM)]
+    env = listen_env(server.url, agent.token, upstream)
+    ended: list[BaseException | types.CallToolResult] = []
+
+    with running(args, env, port, tmp_path / "guard-mcp.out") as proc:
+        with anyio.fail_after(TEST_TIMEOUT):
+            async with http_client(port) as client:
+
+                async def call() -> None:
+                    try:
+                        ended.append(await client.call_tool("pay", {"to": "ann", "amount": 1}))
+                    except Exception as exc:  # the server went away: what a client sees
+                        ended.append(exc)
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(call)
+                    await wait_for(lambda: admin.list_pending(agent.agent_id))
+                    pid = upstream.pid
+                    assert pid is not None
+                    proc.send_signal(signal.SIGTERM)
+                    returncode = await anyio.to_thread.run_sync(proc.wait, 15)
+                    tasks.cancel_scope.cancel()
+    assert returncode == 0
+    assert process_gone(pid)
+    action = admin.get_action(agent.agent_id, "act-1")
+    assert (action.status, action.reason) == (
+        "cancelled",
+        {"code": "cancelled", "by": "agent", "reason": "guard-mcp: stopped on SIGTERM"},
+    )
+    assert upstream.calls == []
+    output_is_quiet(tmp_path / "guard-mcp.out")
+    assert "stopping on SIGTERM" in (tmp_path / "guard-mcp.out").read_text()
+
+
+def test_an_address_it_cannot_listen_on_is_one_line_and_exit_1(
+    server: GuardServer, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [str(GUARD_MCP), "--listen", f"127.0.0.1:{port}", "--", sys.executable, str(UPSTREAM)],
+            env=listen_env(server.url, agent.token, upstream),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TEST_TIMEOUT,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.endswith(f"guard-mcp: cannot serve at http://127.0.0.1:{port}/mcp\n")
+    assert "address already in use" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -283,6 +283,19 @@ async def test_an_upstream_that_exits_mid_call_is_an_mcp_error_and_a_failure(
     assert [c["tool"] for c in upstream.calls] == ["crash"]
 
 
+async def test_the_upstream_command_given_as_one_string_runs_the_same_upstream(
+    server: GuardServer, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"echo": {}})
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(
+            tmp_path, upstream, agent.token, server.url, command_option=True
+        ) as client:
+            result = await client.call_tool("echo", {"text": "one string"})
+    assert text(result) == "echo: one string"
+    assert upstream.calls == [{"tool": "echo", "arguments": {"text": "one string"}}]
+
+
 async def test_resources_and_prompts_pass_through_unchanged(
     server: GuardServer, new_agent, upstream: Upstream, tmp_path: Path
 ) -> None:
