@@ -24,15 +24,16 @@ log = logging.getLogger("guard_mcp")
 
 R = TypeVar("R", bound=BaseModel)
 
-# Tokens of the guard stay with guard-mcp: the upstream server is what is
-# being guarded and must not be able to ask guardd (or approve) itself.
-_WITHHELD = ("GUARD_AGENT_TOKEN", "GUARD_ADMIN_TOKEN")
+# Tokens stay with guard-mcp: the upstream server is what is being guarded
+# and must not be able to ask guardd (or approve) itself, nor call guard-mcp's
+# own listener as the agent.
+_WITHHELD = ("GUARD_AGENT_TOKEN", "GUARD_ADMIN_TOKEN", "GUARD_MCP_LISTEN_TOKEN")
 
 NotificationSink = Callable[[types.ServerNotification], Awaitable[None]]
 
 
 def child_environment() -> dict[str, str]:
-    """guard-mcp's environment for the upstream command, without the guard's tokens."""
+    """guard-mcp's environment for the upstream command, without the tokens."""
     return {k: v for k, v in os.environ.items() if k not in _WITHHELD}
 
 

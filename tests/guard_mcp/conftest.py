@@ -87,6 +87,11 @@ class Upstream:
         return [json.loads(line) for line in self.calls_file.read_text().splitlines()]
 
     @property
+    def guard_variables(self) -> list[str]:
+        """The names of the GUARD_* variables the upstream process was given."""
+        return json.loads(self.pid_file.with_name("upstream-env.json").read_text())
+
+    @property
     def pid(self) -> int | None:
         text = self.pid_file.read_text() if self.pid_file.exists() else ""
         return int(text) if text else None

@@ -130,6 +130,8 @@ async def test_served_over_http_it_guards_each_call_and_stops_its_upstream_on_si
         assert proc.wait(15) == 0
     assert process_gone(pid)
     output_is_quiet(tmp_path / "guard-mcp.out")
+    # Neither the agent's token nor the listener's reaches what is guarded.
+    assert upstream.guard_variables == ["GUARD_URL"]
     assert text(allowed) == "echo: over http"
     assert text(denied).startswith("denied by guard: tool_not_allowed")
     assert text(results[0]) == "paid 1 to ann"

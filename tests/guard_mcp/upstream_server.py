@@ -3,7 +3,8 @@
 Every tool call it receives is appended as one JSON line (tool, arguments,
 and for ``echo`` the guard's receipt when its ``_meta`` carries one) to
 the file named by ``UPSTREAM_CALLS``, so a test counts what reached it; its PID
-goes to ``UPSTREAM_PID`` so a test can check that no process is left. It serves
+goes to ``UPSTREAM_PID`` so a test can check that no process is left, and the
+names of its ``GUARD_*`` variables to ``upstream-env.json`` beside it. It serves
 stdio, or streamable HTTP on ``127.0.0.1:<port>`` with ``--http PORT``.
 
 ``UPSTREAM_NAMES=loose`` makes it a server that finds its tools loosely, as
@@ -107,7 +108,10 @@ if NAMES == "twins":
 
 
 if __name__ == "__main__":
-    Path(os.environ["UPSTREAM_PID"]).write_text(str(os.getpid()))
+    pid_file = Path(os.environ["UPSTREAM_PID"])
+    guard_variables = sorted(k for k in os.environ if k.startswith("GUARD_"))
+    pid_file.with_name("upstream-env.json").write_text(json.dumps(guard_variables))
+    pid_file.write_text(str(os.getpid()))
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", port=int(sys.argv[2]))
     else:
