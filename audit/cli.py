@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointFileError, read_checkpoint_file
@@ -42,10 +42,18 @@ EXIT_ERROR = 2
 
 class _Parser(argparse.ArgumentParser):
     """Raises UsageError instead of printing usage and exiting, so that main
-    reports every error the same way: one line, exit 2."""
+    reports every error the same way: one line, exit 2. Options are never
+    abbreviated: a mistyped or unknown flag that is the start of one of ours
+    (``--log`` for ``--log-id``) would otherwise take the next argument, the
+    log file, as its value."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        # main prefixes "audit: error: "; the help hint names the subcommand
+        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[_Parser]"
@@ -298,7 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``audit`` with ``argv`` (default: the command line); return the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            raise UsageError(
+                f"unrecognized arguments: {' '.join(unknown)} (see 'audit {args.command} --help')"
+            )
         status: int = args.run(args)
     except AuditError as exc:
         print(f"audit: error: {exc}", file=sys.stderr)

@@ -471,7 +471,7 @@ USAGE_ERRORS = [
     pytest.param(["verify", "{dir}"], "{dir}: is a directory, not a log file", id="dir"),
     pytest.param(
         [],
-        "audit: the following arguments are required: COMMAND (see 'audit --help')",
+        "the following arguments are required: COMMAND (see 'audit --help')",
         id="no-command",
     ),
     pytest.param(
@@ -481,38 +481,38 @@ USAGE_ERRORS = [
     ),
     pytest.param(
         ["frobnicate"],
-        "audit: argument COMMAND: invalid choice: 'frobnicate'",
+        "argument COMMAND: invalid choice: 'frobnicate'",
         id="bad-command",
     ),
     pytest.param(
         ["verify", "{log}", "--public-key", "abc"],
-        "audit verify: argument --public-key: must be 64 hex characters "
+        "argument --public-key: must be 64 hex characters "
         "(an Ed25519 public key), not 'abc' (see 'audit verify --help')",
         id="bad-key",
     ),
     pytest.param(
         ["verify", "{log}", "--public-key", "g" * 64],
-        "audit verify: argument --public-key: must be 64 hex characters",
+        "argument --public-key: must be 64 hex characters",
         id="non-hex-key",
     ),
     pytest.param(
         ["verify", "{log}", "--checkpoint", "5"],
-        "audit verify: argument --checkpoint: checkpoint must be <seq>:<64 hex characters>, "
-        "not '5'",
+        "argument --checkpoint: checkpoint must be <seq>:<64 hex characters>, not '5'",
         id="bad-checkpoint",
     ),
     pytest.param(
         ["verify", "{log}", "--log-id", "a b"],
-        "audit verify: argument --log-id: must be an agent ID (1 to 64 of A-Z a-z 0-9 _ -), "
-        "not 'a b'",
+        "argument --log-id: must be an agent ID (1 to 64 of A-Z a-z 0-9 _ -), not 'a b'",
         id="bad-log-id",
     ),
     pytest.param(
-        ["verify", "{log}", "--frob"], "audit: unrecognized arguments: --frob", id="unknown-option"
+        ["verify", "{log}", "--frob"],
+        "unrecognized arguments: --frob (see 'audit verify --help')",
+        id="unknown-option",
     ),
     pytest.param(
         ["show", "{log}", "--public-key", PUBLIC_KEY],
-        "audit: unrecognized arguments: --public-key",
+        f"unrecognized arguments: --public-key {PUBLIC_KEY} (see 'audit show --help')",
         id="show-takes-no-key",
     ),
 ]
@@ -528,6 +528,32 @@ def test_usage_errors_are_one_line_on_stderr_and_exit_2(
     assert out == ""
     assert err.count("\n") == 1
     assert err.startswith("audit: error: " + message.format(**names))
+
+
+def test_an_error_names_the_tool_once(capsys: pytest.CaptureFixture[str], log: Path) -> None:
+    for argv in (["verify", log, "--public-key", "abc"], ["frobnicate"], ["verify", log, "-x"]):
+        _, _, err = run(capsys, *argv)
+        assert err.startswith("audit: error: ")
+        assert "audit: error: audit" not in err
+        assert err.count("audit") == 2  # the prefix and the help hint
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        pytest.param("--bogus", id="unknown"),
+        pytest.param("--log", id="start-of-log-id"),
+        pytest.param("--pub", id="start-of-public-key"),
+        pytest.param("--js", id="start-of-json"),
+    ],
+)
+def test_an_unknown_flag_is_refused_and_does_not_take_the_next_argument(
+    capsys: pytest.CaptureFixture[str], log: Path, flag: str
+) -> None:
+    status, out, err = run(capsys, "verify", flag, log)
+    assert status == 2
+    assert out == ""
+    assert err == f"audit: error: unrecognized arguments: {flag} (see 'audit verify --help')\n"
 
 
 def test_a_file_that_cannot_be_read_is_exit_2(
@@ -689,7 +715,7 @@ def test_a_bad_checkpoint_file_is_a_usage_error(
     assert status == 2
     assert out == ""
     assert err == (
-        f"audit: error: audit verify: argument --checkpoint-file: {message.format(path=path)} "
+        f"audit: error: argument --checkpoint-file: {message.format(path=path)} "
         "(see 'audit verify --help')\n"
     )
 
