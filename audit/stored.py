@@ -2,9 +2,10 @@
 that guardd nodes share, each agent's lines exactly as they are kept, with
 the same checks as a log file.
 
-The trusted public key is ``--public-key`` when given; otherwise the key the
-store recorded at its first start, with a warning, since whoever can change
-the rows could change that record too.
+The signatures are checked against ``--public-key`` when given; otherwise
+against the key the store recorded at its first start, with a warning, and
+that key is not reported as trusted, since whoever can change the rows could
+change that record too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import attrs
 from audit.errors import InputError, UsageError
 from audit.source import LOG, Source
 from audit.verification import Outcome, verify_source, verify_text
+
+# Where the key comes from without --public-key: the store's own record of it.
+STORE_KEY = "the key the store records"
 
 
 class StoreError(InputError):
@@ -101,7 +105,12 @@ def verify_store(
     with StoreReader(url) as reader:
         key, warnings = trusted_key(reader, public_key)
         for one in reader.agent_ids(agent_id):
-            outcome = verify_source(reader.source(one), public_key=key, log_id=one)
+            outcome = verify_source(
+                reader.source(one),
+                public_key=key,
+                log_id=one,
+                key_origin=None if public_key is not None else STORE_KEY,
+            )
             if warnings:
                 outcome = _with_warnings(outcome, warnings)
             yield one, outcome

@@ -20,6 +20,8 @@ from agents_runtime.log.verify import (
 )
 from audit.source import FORMAT_NAMES, RECORDS, RESPONSE, Source, data_dir_agent_id, shown
 
+GIVEN_KEY = "the one given with --public-key"
+
 NO_KEY_WARNING = (
     "no --public-key given: this proves only that the file is internally consistent, "
     "nothing about who wrote it"
@@ -42,6 +44,10 @@ class Outcome:
     expected: Expectation | None
     warnings: tuple[str, ...]
     detail: str | None  # a sentence after the failure reason, for people
+    # Where the key the signatures were checked against came from, when the
+    # user did not give it (the store's own record, a data dir's audit.pub):
+    # the signatures match it, but nothing says it is the service's key.
+    key_origin: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,9 +97,12 @@ def verify_source(
     public_key: bytes | None = None,
     log_id: str | None = None,
     checkpoint: Checkpoint | None = None,
+    key_origin: str | None = None,
 ) -> Outcome:
     """Verify every item of ``source`` in order and report the first failure,
-    its line being the file's line."""
+    its line being the file's line. ``public_key`` is the user's own
+    (``--public-key``) unless ``key_origin`` names where else it was read:
+    then the signatures are checked against it, and the key is not trusted."""
     expected = expectation(source, log_id)
     verifier = ChainVerifier(
         public_key=public_key,
@@ -115,13 +124,16 @@ def verify_source(
         report = attrs.evolve(
             report, failure=attrs.evolve(failure, line=source.line_of(failure.line))
         )
+    if key_origin is not None:
+        report = attrs.evolve(report, key_trusted=False)
     return Outcome(
         source=source,
         report=report,
         checkpoint=checkpoint,
         expected=expected,
         warnings=tuple(_warnings(source, report, public_key is not None)),
-        detail=_detail(source, report, expected),
+        detail=_detail(source, report, expected, key_origin or GIVEN_KEY),
+        key_origin=key_origin,
     )
 
 
@@ -173,7 +185,9 @@ def _response_head_warnings(head: Any, report: Report) -> list[str]:
     return []
 
 
-def _detail(source: Source, report: Report, expected: Expectation | None) -> str | None:
+def _detail(
+    source: Source, report: Report, expected: Expectation | None, key_origin: str
+) -> str | None:
     failure = report.failure
     if failure is None:
         return None
@@ -182,7 +196,7 @@ def _detail(source: Source, report: Report, expected: Expectation | None) -> str
         return f"the genesis record names {found!r}; {expected.origin} expects {expected.log_id!r}"
     if failure.reason == KEY_MISMATCH:
         found = _genesis_field(source, "public_key")
-        return f"the genesis record names public key {found}, not the one given with --public-key"
+        return f"the genesis record names public key {found}, not {key_origin}"
     return None
 
 
@@ -227,6 +241,11 @@ def verify_text(outcome: Outcome) -> list[str]:
         lines.append("public key: none: signatures not checked")
     elif report.key_trusted:
         lines.append(f"public key: {report.public_key} (given; every signature matches it)")
+    elif outcome.ok and outcome.key_origin is not None:
+        lines.append(
+            f"public key: {report.public_key} ({outcome.key_origin}, not given; "
+            "every signature matches it)"
+        )
     elif outcome.ok:
         lines.append(f"public key: {report.public_key} (from the genesis record, not given)")
     else:

@@ -54,7 +54,7 @@ from agents_runtime.log.record import ZERO_HASH, Head, Sealed
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
 from audit.replay import Folded, command_for
 from audit.source import Source, data_dir_agent_id, read_source, shown
-from audit.stored import StoreReader, trusted_key
+from audit.stored import STORE_KEY, StoreReader, trusted_key
 from audit.verification import verify_source, verify_text
 
 RULES = (
@@ -396,10 +396,11 @@ def _check_choice(args: argparse.Namespace) -> None:
         raise UsageError("--store must be a postgresql:// URL")
 
 
-def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None]:
-    """The log files to replay and the key to check them with."""
+def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None, str | None]:
+    """The log files to replay, the key to check them with, and where that
+    key came from when it is not --public-key (verify_source's key_origin)."""
     if args.data_dir is None:
-        return [Path(args.file)], args.public_key
+        return [Path(args.file)], args.public_key, None
     agents = args.data_dir / "agents"
     if not agents.is_dir():
         raise UnreadableFile(f"{args.data_dir} is not a guardd data directory (no agents/)")
@@ -409,7 +410,7 @@ def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None]:
             raise UnreadableFile(f"{args.data_dir} holds no agent {args.agent}")
     else:
         logs = sorted(agents.glob("*.jsonl"))
-    key = args.public_key
+    key, origin = args.public_key, None
     pub = args.data_dir / "keys" / "audit.pub"
     if key is None and pub.is_file():
         try:
@@ -421,32 +422,37 @@ def _logs(args: argparse.Namespace) -> tuple[list[Path], bytes | None]:
             "give --public-key to check them against one you trust",
             file=sys.stderr,
         )
-    return logs, key
+        origin = f"the data directory's own {pub}"
+    return logs, key, origin
 
 
-def _sources(args: argparse.Namespace) -> Iterator[tuple[Source, str | None, bytes | None]]:
-    """Each log to replay (with the agent it must belong to, if known) and the key."""
+def _sources(
+    args: argparse.Namespace,
+) -> Iterator[tuple[Source, str | None, bytes | None, str | None]]:
+    """Each log to replay (with the agent it must belong to, if known), the
+    key, and where the key came from when it is not --public-key."""
     _check_choice(args)
     if args.store is not None:
         with StoreReader(args.store) as reader:
             key, warnings = trusted_key(reader, args.public_key)
+            origin = None if args.public_key is not None else STORE_KEY
             for warning in warnings:
                 print(f"warning: {warning}", file=sys.stderr)
             for agent_id in reader.agent_ids(args.agent):
-                yield reader.source(agent_id), agent_id, key
+                yield reader.source(agent_id), agent_id, key, origin
         return
-    logs, key = _logs(args)
+    logs, key, origin = _logs(args)
     for path in logs:
-        yield read_source(path), args.log_id, key
+        yield read_source(path), args.log_id, key, origin
 
 
 def run_what_if(args: argparse.Namespace) -> int:
     _check_choice(args)
     candidate = read_candidate(args.policy)
     status = 0
-    for source, log_id, key in _sources(args):
+    for source, log_id, key, origin in _sources(args):
         path = source.path
-        outcome = verify_source(source, public_key=key, log_id=log_id)
+        outcome = verify_source(source, public_key=key, log_id=log_id, key_origin=origin)
         for warning in outcome.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         agent_id = outcome.report.log_id or data_dir_agent_id(path) or shown(path)

@@ -55,9 +55,53 @@ def test_json_gives_one_report_per_agent_per_line(
         ("alpha", True, 4),
         ("beta", True, 4),
     ]
-    assert all(r["key_trusted"] for r in reports)
     # Without --public-key the store's own record of it is used, and said so once.
     assert captured.err.count("the public key is the one the store records") == 1
+
+
+def test_without_public_key_the_stores_own_key_is_checked_but_not_trusted(
+    store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, api, _ = store
+    key = api.server.public_key
+    assert main(["verify", "--store", dsn, "--json"]) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["public_key"], r["key_trusted"]) for r in reports] == [(key, False)] * 2
+    assert main(["verify", "--store", dsn, "--agent", "alpha"]) == 0
+    out = capsys.readouterr().out
+    assert "given" not in out.replace("not given", "")
+    assert (
+        f"public key: {key} (the key the store records, not given; every signature matches it)"
+        in out.splitlines()
+    )
+
+
+def test_with_public_key_the_key_is_trusted(
+    store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, api, _ = store
+    key = api.server.public_key
+    assert main(["verify", "--store", dsn, "--public-key", key, "--json"]) == 0
+    captured = capsys.readouterr()
+    reports = [json.loads(line) for line in captured.out.splitlines()]
+    assert [(r["public_key"], r["key_trusted"], r["warnings"]) for r in reports] == [
+        (key, True, [])
+    ] * 2
+    assert captured.err == ""
+
+
+def test_a_store_recording_another_key_than_the_logs_fails_naming_it(
+    store: tuple[str, Api, list[Agent]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn, api, _ = store
+    run_sql(dsn, "update guard_meta set value = repeat('ab', 32) where key = 'audit_public_key'")
+    assert main(["verify", "--store", dsn, "--agent", "alpha"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [
+        "FAILED: line 1 (seq 0): public key does not match",
+        f"  the genesis record names public key {api.server.public_key}, "
+        "not the key the store records",
+    ]
 
 
 def test_a_changed_row_fails_its_agent_only_and_exits_1(

@@ -185,6 +185,27 @@ async def test_a_log_that_does_not_verify_is_not_replayed_exit_1(
     assert out.splitlines()[0].endswith("FAILED: the log does not verify; not replayed")
 
 
+async def test_a_data_dirs_own_key_is_named_as_such_when_the_logs_do_not_match_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = await write_log(tmp_path / "data")
+    assert log.parent.name == "agents"
+    pub = log.parent.parent / "keys" / "audit.pub"
+    pub.parent.mkdir(exist_ok=True)
+    pub.write_text("ab" * 32 + "\n")
+    policy_file = str(candidate(tmp_path))
+    status, out, err = what_if(
+        capsys, "--data-dir", str(log.parent.parent), "--policy", policy_file, key=False
+    )
+    assert status == 1
+    assert "the data directory's own key" in err
+    assert (
+        f"the genesis record names public key {TEST_PUBLIC_KEY.hex()}, "
+        f"not the data directory's own {pub}"
+    ) in out
+    assert "--public-key" not in out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
