@@ -90,10 +90,15 @@ def _option(
 def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="guardd",
+        # guardd/__main__.py sends "migrate" to guardd/migrate.py before this
+        # parser sees it, so argparse would never show it on its own.
+        usage="%(prog)s [OPTIONS]\n       %(prog)s migrate --data-dir DIR --store URL",
         description="Agent Action Guard: the decision service.",
         epilog=(
             "GUARD_ADMIN_TOKEN (environment only) sets the admin token instead of "
-            "keys/admin.token; it must be at least 32 characters."
+            "keys/admin.token; it must be at least 32 characters. "
+            "'guardd migrate' copies every log of a data dir into a PostgreSQL store "
+            "(--store), each verified first: see 'guardd migrate --help'."
         ),
     )
     _option(parser, "--host", env, "GUARD_HOST", DEFAULT_HOST, "address to listen on")
