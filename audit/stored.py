@@ -37,8 +37,8 @@ class StoreReader:
             from agents_runtime.log.postgres.store import PgStore, masked
         except ImportError as exc:  # the driver is an optional extra
             raise UsageError(
-                f"--store needs the PostgreSQL driver ({exc.name}): "
-                "pip install 'agent-action-guard[postgres]'"
+                f"--store needs the PostgreSQL driver ({exc.name}), the postgres extra; "
+                "in a clone of the project's repository: pip install '.[postgres]'"
             ) from None
         self.url = url
         self.shown = masked(url)

@@ -12,7 +12,7 @@ import httpx
 from client_sdk._core import Request, failure_reason, transport_message
 from client_sdk.errors import TransportError
 
-USER_AGENT = "agent-action-guard-client/0.1"
+USER_AGENT = "guardd-client/0.1"
 
 # Failures that happen before any byte of the request left: always safe to resend.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
