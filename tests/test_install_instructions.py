@@ -213,3 +213,28 @@ def test_the_distributions_are_ours_and_the_dev_extra_installs_this_project() ->
         r for r in ROOT_PROJECT["optional-dependencies"]["dev"] if _ours(_requirement_name(r))
     ]
     assert _requirement_name(self_reference) == _normal(ROOT_PROJECT["name"])
+
+
+def _section(path: Path, heading: str) -> str:
+    text = path.read_text()
+    assert heading in text, f"{path.name} has no {heading!r}"
+    return text.split(heading, 1)[1].split("\n#", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("doc", "heading"),
+    [
+        pytest.param("README.md", "### Installing the SDK alone", id="readme"),
+        pytest.param("docs/sdk.md", "## Installing the client alone", id="sdk-doc"),
+    ],
+)
+def test_the_client_alone_is_said_to_install_exactly_what_sdk_pyproject_requires(
+    doc: str, heading: str
+) -> None:
+    words = {
+        _normal(w) for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]*", _section(ROOT / doc, heading))
+    }
+    client = {_requirement_name(r) for r in SDK_PROJECT["dependencies"]}
+    server_only = {_requirement_name(r) for r in ROOT_PROJECT["dependencies"]} - client
+    assert client - words == set(), "missing from the list"
+    assert server_only & words == set(), "the server's, not the client's"
