@@ -31,7 +31,8 @@ from guardd.config import Settings, SettingsError, check_admin_token, parse_sett
 from guardd.limits import return_large_buffers_to_the_system
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
-from guardd.webhooks import WebhookConfig, Webhooks, parse_secret
+from guardd.webhook_delivery import Webhooks
+from guardd.webhooks import WebhookConfig
 
 if TYPE_CHECKING:
     from agents_runtime.log.postgres.store import PgStore
@@ -123,6 +124,7 @@ def print_startup(
         f"public key: {guard.ring.public_key_hex}",
         f"admin token: from {source}",
         f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined",
+        *WebhookConfig.from_settings(settings).banner(),
     ]
     if settings.store is not None:  # the file store is the data dir's agents/
         lines.insert(3, f"store: {guard.registry.store.describe()}")
@@ -273,7 +275,7 @@ async def _serve(
         guard.registry.release_watchers()
 
     collector = asyncio.create_task(collect_old_garbage())
-    hooks = _webhooks(settings, guard)
+    hooks = _webhooks(settings, guard, app)
     try:
         if metrics is None:
             await serve(app, config, shutdown_trigger=shutdown_trigger)
@@ -288,13 +290,13 @@ async def _serve(
             await hooks.stop()
 
 
-def _webhooks(settings: Settings, guard: Guard) -> Webhooks | None:
-    """Delivery of webhook events, one task per URL, started before serving."""
+def _webhooks(settings: Settings, guard: Guard, app: Quart) -> Webhooks | None:
+    """Delivery of webhook events, started before serving, counted in the app's metrics."""
     if not settings.webhooks:
         return None
-    secret = parse_secret(settings.webhook_secret) if settings.webhook_secret else None
-    config = WebhookConfig(settings.webhooks, secret, settings.webhook_format, settings.public_url)
-    hooks = Webhooks(config, guard.registry, settings.data_dir)
+    hooks = Webhooks(WebhookConfig.from_settings(settings), guard.registry, settings.data_dir)
+    if isinstance(app, TimedQuart):
+        app.metrics.watch_webhooks(hooks.hooks)
     hooks.start()
     return hooks
 

@@ -9,14 +9,15 @@ a request: label children are made once per label set and kept in dicts;
 commits are observed once a round (every agent's batch written, one shared
 flush) on the writer thread; gauges (pending
 approvals, agents by state, log bytes) are not updated by any request but
-computed from the agents' registry when ``/metrics`` is read.
+computed from the agents' registry when ``/metrics`` is read. Webhook
+delivery keeps plain counts on each webhook, read the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from time import perf_counter
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from time import perf_counter, time
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -125,6 +126,10 @@ class Metrics:
         self._observe_write(write)
         self._observe_fsync(fsync)
 
+    def watch_webhooks(self, hooks: Sequence[WebhookCounts]) -> None:
+        """Expose the delivery counts of ``hooks`` (read at scrape time)."""
+        self.registry.register(WebhooksCollector(hooks))
+
     def exposition(self) -> bytes:
         """Every metric in the Prometheus text format."""
         return generate_latest(self.registry)
@@ -182,6 +187,84 @@ class AgentsCollector(Collector):
                 "guard_log_bytes",
                 "Bytes in the agents' logs: committed records, and quarantined logs as on disk",
                 labels=(),
+            ),
+        )
+
+
+class WebhookCounts(Protocol):
+    """What a webhook's delivery counts (guardd.webhook_delivery.Webhook)."""
+
+    id: str  # the webhook's id: its label, as in the banner and its position file
+    sent: int  # events delivered (answered 2xx)
+    failed: int  # attempts that failed: an answer other than 2xx, a timeout, no connection
+    given_up: int  # events dropped, still undelivered after the retry time
+    retrying: int  # events waiting for their next attempt
+    disabled: bool  # the receiver answered 410 Gone
+
+    def oldest_undelivered(self, now: float) -> float: ...
+
+
+class WebhooksCollector(Collector):
+    """Webhook delivery, read off each webhook at scrape time, one series
+    per webhook labelled by its id."""
+
+    def __init__(self, hooks: Sequence[WebhookCounts]) -> None:
+        self.hooks = hooks
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        now = time()
+        sent, failed, given_up, retrying, oldest, disabled = families = self._families()
+        for hook in self.hooks:
+            labels = (hook.id,)
+            sent.add_metric(labels, hook.sent)
+            failed.add_metric(labels, hook.failed)
+            given_up.add_metric(labels, hook.given_up)
+            retrying.add_metric(labels, hook.retrying)
+            oldest.add_metric(labels, hook.oldest_undelivered(now))
+            disabled.add_metric(labels, 1 if hook.disabled else 0)
+        yield from families
+
+    @staticmethod
+    def _families() -> tuple[
+        CounterMetricFamily,
+        CounterMetricFamily,
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+    ]:
+        label = ("webhook",)
+        return (
+            CounterMetricFamily(
+                "guard_webhook_sent", "Webhook events the receiver took (2xx)", labels=label
+            ),
+            CounterMetricFamily(
+                "guard_webhook_failed",
+                "Webhook attempts that failed (not 2xx, no answer in time, no connection)",
+                labels=label,
+            ),
+            CounterMetricFamily(
+                "guard_webhook_given_up",
+                "Webhook events dropped, still undelivered when their retry time ran out",
+                labels=label,
+            ),
+            GaugeMetricFamily(
+                "guard_webhook_retrying",
+                "Webhook events waiting for their next attempt after a failed one",
+                labels=label,
+            ),
+            GaugeMetricFamily(
+                "guard_webhook_oldest_undelivered_seconds",
+                "Age of the record of the oldest webhook event held undelivered (0: none)",
+                labels=label,
+            ),
+            GaugeMetricFamily(
+                "guard_webhook_disabled",
+                "1 once the receiver answered 410 Gone: nothing more is sent until a restart",
+                labels=label,
             ),
         )
 

@@ -1,52 +1,39 @@
-"""Webhooks: operators are told when something waits, is decided, or ends.
+"""Webhook events: what guardd tells operators, and how it is signed.
 
-Events are made from committed log records only (never from requests), so
-nothing is sent for a record that is not durable. Each webhook has one
-asyncio task, off the decision path: it watches every agent's committed head,
-reads the records past its delivery position from the log file, posts an
-event for each record that makes one, and moves its position (kept in
-``<data-dir>/webhooks/<id>.position`` by ``WebhookPositions``) only once the
-receiver answered 2xx. A restart, or a receiver down for an hour, loses
-nothing; a position lost or behind only causes repeats, which receivers drop
-by the event's id (``evt_<agent>_<seq>``, the same on every attempt).
+An event is made from one committed log record (``event_for``), never from a
+request, so nothing is announced that is not durable: ``approval.required``,
+``approval.decided`` and ``agent.terminated``, plus ``agent.quarantined`` for
+an agent whose log failed at startup. Its id, ``evt_<agent>_<seq>``, is the
+same on every attempt, so receivers drop repeats by it. The body is
+``{type, timestamp, data}`` (``standard_body``), or a Slack message
+(``guardd.slack``). How events reach receivers (retries, order, positions)
+is ``guardd.webhook_delivery``; docs/webhooks.md has every body and promise.
 
 Payloads are signed as Standard Webhooks do: headers ``webhook-id``,
 ``webhook-timestamp`` and ``webhook-signature`` (``v1,`` + base64 of
 HMAC-SHA256 over ``id.timestamp.body`` with the secret ``whsec_<base64>``).
-Failed posts are retried with exponential backoff and jitter, at most 30 s
-apart: at-least-once, in log order per webhook.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
-import json
-import logging
-import os
-import random
-import time
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import attrs
-import httpx
 
-from agents_runtime.log import canonical
 from agents_runtime.log.kinds import Kind, table
-from agents_runtime.log.store import AgentLog, Committed
-from agents_runtime.runtime.registry import Registry, quarantine_message
 from guardd.jsonio import dumps
 
-log = logging.getLogger("guardd.webhooks")
+if TYPE_CHECKING:
+    from guardd.config import Settings
 
 FORMATS = ("standard", "slack")
-POLL_EVERY = 0.2  # seconds between looks at the committed heads
-MAX_BACKOFF = 30.0
-FIRST_BACKOFF = 0.5
-POST_TIMEOUT = 10.0
+# A path segment at least this long is shown cut (shown_url): such a
+# segment is more likely a token (Slack's webhook URLs end in one) than a name.
+LONG_SEGMENT = 16
 
 # The records that decide a held action, each with the webhook's word for it.
 DECIDED = table(
@@ -125,70 +112,33 @@ def event_for(
     return None
 
 
-def _summary(value: Any, limit: int = 200) -> str:
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def slack_body(event: Event, public_url: str | None) -> dict[str, Any]:
-    """A Slack-compatible message: tool, agent, cost, input summary, link."""
-    data = event.data
-    action = data.get("action_id")
-    tool = data.get("tool", "?")
-    if event.type == "approval.required":
-        text = (
-            f"Approval required: agent `{event.agent_id}` wants `{tool}` ({action}), "
-            f"cost {data.get('cost')}. Input: {_summary(data.get('input'))}"
-        )
-    elif event.type == "approval.decided":
-        who = data.get("approved_by") or data.get("by") or "guardd"
-        text = f"{action} (`{tool}`) of agent `{event.agent_id}`: {data['decision']} by {who}"
-    elif event.type == "agent.terminated":
-        text = f"Agent `{event.agent_id}` terminated: {data['reason']} (by {data['by']})"
-    else:
-        text = f"Agent `{event.agent_id}` quarantined: {data.get('error')}"
-    if public_url:
-        text += f" <{public_url.rstrip('/')}/#/agents/{event.agent_id}|Open in the console>"
-    return {"text": text}
-
-
-class PositionStore(Protocol):
-    """Where a webhook's delivery position per agent is kept (the storage seam)."""
-
-    def load(self) -> dict[str, int]: ...
-
-    def save(self, positions: dict[str, int]) -> None: ...
-
-
-class WebhookPositions:
-    """``<data-dir>/webhooks/<id>.position``: JSON {agent: last seq handled}.
-    Written whole to a temporary file, fsynced and renamed over the old one."""
-
-    def __init__(self, root: Path, webhook_id: str) -> None:
-        self.path = root / "webhooks" / f"{webhook_id}.position"
-
-    def load(self) -> dict[str, int]:
-        try:
-            value = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return {}
-        except ValueError:
-            log.error("%s is not JSON; events may be sent again", self.path)
-            return {}
-        return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-    def save(self, positions: dict[str, int]) -> None:
-        self.path.parent.mkdir(mode=0o700, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("wb") as fh:
-            fh.write(json.dumps(positions, sort_keys=True).encode())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+def standard_body(event: Event) -> bytes:
+    """The body of the standard format: ``{type, timestamp, data}``."""
+    return dumps({"type": event.type, "timestamp": event.data["ts"], "data": event.data})
 
 
 def webhook_id(url: str) -> str:
+    """A webhook's name in its position file, its metrics and the banner."""
     return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def shown_url(url: str) -> str:
+    """``url`` as logs and the banner show it: scheme, host, port and path,
+    never a user, password, query or fragment; a long path segment (a
+    token, such as the last part of a Slack webhook URL) is cut to its
+    first four characters."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None:
+        host += f":{port}"
+    path = "/".join(s if len(s) < LONG_SEGMENT else s[:4] + "…" for s in parts.path.split("/"))
+    return f"{parts.scheme}://{host}{path}"
 
 
 @attrs.frozen
@@ -198,152 +148,15 @@ class WebhookConfig:
     format: str = "standard"
     public_url: str | None = None
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WebhookConfig:
+        secret = parse_secret(settings.webhook_secret) if settings.webhook_secret else None
+        return cls(settings.webhooks, secret, settings.webhook_format, settings.public_url)
 
-class Webhook:
-    """One receiver: its positions, and the task that delivers to it."""
-
-    def __init__(
-        self,
-        url: str,
-        config: WebhookConfig,
-        registry: Registry,
-        store: PositionStore,
-        client: httpx.AsyncClient,
-    ) -> None:
-        self.url = url
-        self.config = config
-        self.registry = registry
-        self.store = store
-        self.client = client
-        self.positions = store.load()
-        self.read_to: dict[str, int] = {}  # the seq of the last record read
-        self.requested: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def start_from_heads(self) -> None:
-        """A webhook seen for the first time starts at the committed heads:
-        it reports what happens from now on, not the whole history."""
-        if self.positions or self.store_exists():
-            return
-        for agent_id, actor in self.registry.actors.items():
-            self.positions[agent_id] = actor.committed_head.seq
-        self.store.save(self.positions)
-
-    def store_exists(self) -> bool:
-        path = getattr(self.store, "path", None)
-        return isinstance(path, Path) and path.exists()
-
-    async def run(self) -> None:
-        while True:
-            moved = False
-            for agent_id, actor in list(self.registry.actors.items()):
-                head = actor.committed_head.seq
-                if head > self.positions.get(agent_id, -1):
-                    await self._deliver_agent(agent_id, actor.log, actor.committed)
-                    moved = True
-            if not moved:
-                await asyncio.sleep(POLL_EVERY)
-
-    async def _deliver_agent(self, agent_id: str, log: AgentLog, committed: Committed) -> None:
-        position = self.positions.get(agent_id, -1)
-        lines = await asyncio.to_thread(log.read_after, self.read_to.get(agent_id, -1), committed)
-        for line in lines:
-            record = canonical.loads(line)
-            seq = record["seq"]
-            if record["kind"] == Kind.ACTION_REQUESTED:
-                self.requested[(agent_id, record["action_id"])] = record
-            if seq <= position:
-                self.read_to[agent_id] = seq
-                continue
-            action_id = record.get("action_id")
-            requested = self.requested.get((agent_id, action_id)) if action_id else None
-            event = event_for(agent_id, record, requested)
-            if event is not None:
-                await self.send(event)
-                if event.type == "approval.decided" and action_id is not None:
-                    self.requested.pop((agent_id, action_id), None)
-            self.positions[agent_id] = position = seq
-            self.read_to[agent_id] = seq
-            if event is not None:
-                await asyncio.to_thread(self.store.save, dict(self.positions))
-        await asyncio.to_thread(self.store.save, dict(self.positions))
-
-    def body(self, event: Event) -> bytes:
-        if self.config.format == "slack":
-            return dumps(slack_body(event, self.config.public_url))
-        return dumps({"type": event.type, "timestamp": event.data["ts"], "data": event.data})
-
-    async def send(self, event: Event, *, attempts: int | None = None) -> bool:
-        """Post until 2xx (or ``attempts`` tries); True once delivered."""
-        body = self.body(event)
-        delay = FIRST_BACKOFF
-        tries = 0
-        while True:
-            tries += 1
-            now = int(time.time())
-            headers = {
-                "content-type": "application/json",
-                "webhook-id": event.id,
-                "webhook-timestamp": str(now),
-            }
-            if self.config.secret is not None:
-                headers["webhook-signature"] = sign(self.config.secret, event.id, now, body)
-            try:
-                answer = await self.client.post(self.url, content=body, headers=headers)
-                if 200 <= answer.status_code < 300:
-                    return True
-                why = f"HTTP {answer.status_code}"
-            except httpx.HTTPError as exc:
-                why = f"{type(exc).__name__}: {exc}"
-            if attempts is not None and tries >= attempts:
-                log.warning("webhook %s: %s not delivered (%s); giving up", self.url, event.id, why)
-                return False
-            log.warning("webhook %s: %s not delivered (%s); retrying", self.url, event.id, why)
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not a secret
-            delay = min(MAX_BACKOFF, delay * 2)
-
-    async def send_quarantined(self) -> None:
-        """agent.quarantined for each agent quarantined at load: best effort,
-        since no record says so."""
-        for agent_id, failure in self.registry.quarantined.items():
-            data = {"agent_id": agent_id, "error": quarantine_message(failure), "ts": _now_ts()}
-            event = Event(f"evt_{agent_id}_quarantined", "agent.quarantined", agent_id, -1, data)
-            await self.send(event, attempts=3)
-
-
-def _now_ts() -> str:
-    from agents_runtime.log.record import timestamp_micros
-
-    return timestamp_micros(round(time.time() * 1_000_000))
-
-
-class Webhooks:
-    """Every configured webhook, each delivered by its own task."""
-
-    def __init__(self, config: WebhookConfig, registry: Registry, data_dir: Path) -> None:
-        self.config = config
-        self.client = httpx.AsyncClient(timeout=POST_TIMEOUT)
-        self.hooks = [
-            Webhook(url, config, registry, WebhookPositions(data_dir, webhook_id(url)), self.client)
-            for url in config.urls
+    def banner(self) -> list[str]:
+        """One line of the start banner per webhook."""
+        signed = "signed" if self.secret is not None else "unsigned"
+        return [
+            f"webhook: {shown_url(url)} ({self.format}, {signed}; id {webhook_id(url)})"
+            for url in self.urls
         ]
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    def start(self) -> None:
-        for hook in self.hooks:
-            hook.start_from_heads()
-            for work in (hook.run(), hook.send_quarantined()):
-                task = asyncio.get_running_loop().create_task(work, name=f"webhook:{hook.url}")
-                self.tasks.add(task)
-                task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s ended with an error", task.get_name(), exc_info=task.exception())
-
-    async def stop(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
-        if self.tasks:
-            await asyncio.wait(list(self.tasks), timeout=2.0)
-        await self.client.aclose()

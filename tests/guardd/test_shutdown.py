@@ -3,15 +3,20 @@ also with a long-poll in flight."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+from guardd.webhooks import webhook_id
 from tests.guardd.conftest import Api, ok
 from tests.guardd.test_longpoll import POLICY, Waiter
+from tests.support.receiver import SECRET, Answer, Receiver
+from tests.support.server import GuardServer
 
 EXIT_WITHIN = 10.0
 
@@ -95,3 +100,30 @@ def test_sigterm_under_load_loses_no_acknowledged_action(fresh_api: Api) -> None
     for action_id in acknowledged:
         assert ok(api.admin.get(f"{agent.path}/actions/{action_id}"))["status"] == "allowed"
     assert api.status(agent)["actions_allowed"] >= len(acknowledged)
+
+
+def test_sigterm_with_webhook_posts_in_flight_and_retrying_exits_0_within_10_s(
+    tmp_path: Path,
+) -> None:
+    """One receiver never answers, one always fails: guardd stops its
+    deliveries by cancelling them and keeps every position it had."""
+    silent = Receiver(lambda post: Answer(204, hold=60)).start()
+    failing = Receiver(lambda post: Answer(503)).start()
+    args = ["--webhook", silent.url, "--webhook", failing.url, "--webhook-secret", SECRET]
+    api = Api(GuardServer(tmp_path / "guard-data", args=args).start())
+    try:
+        agent = api.create(policy=POLICY)
+        ok(agent.act("send_email"))
+        silent.wait_until(lambda: len(silent.posts) == 1)
+        failing.wait_until(lambda: len(failing.posts) >= 2)  # retrying
+        code, elapsed = _sigterm_and_wait(api)
+        assert (code, elapsed < EXIT_WITHIN) == (0, True)
+        assert "Traceback" not in api.server.read_output()
+        for hook in (silent, failing):
+            path = api.server.data_dir / "webhooks" / f"{webhook_id(hook.url)}.position"
+            assert json.loads(path.read_text()) == {agent.agent_id: 2}  # the event is not lost
+    finally:
+        api.close()
+        api.server.kill()
+        silent.stop()
+        failing.stop()

@@ -1,28 +1,22 @@
-"""Webhooks with a real local receiver: a threaded HTTP server on 127.0.0.1
-that records what it gets and checks each signature with its own
-implementation of the Standard Webhooks scheme."""
+"""Webhooks with a real local receiver (tests/support/receiver.py): a
+threaded HTTP server on 127.0.0.1 that records what it gets and checks each
+signature with its own implementation of the Standard Webhooks scheme."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.server import GuardServer, free_port
+from tests.support.receiver import SECRET, Receiver
+from tests.support.server import GuardServer
 
-KEY = bytes(range(32))
-SECRET = "whsec_" + base64.b64encode(KEY).decode()
 POLICY = {
     "budget": 100,
     "scar_limit": 10,
@@ -30,58 +24,9 @@ POLICY = {
 }
 
 
-class Receiver:
-    """Records every POST; answers 204 when its signature checks out."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.got: list[dict[str, Any]] = []
-        self.server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
-
-    def start(self) -> Receiver:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                msg_id = self.headers["webhook-id"]
-                stamp = self.headers["webhook-timestamp"]
-                signed = f"{msg_id}.{stamp}.".encode() + body
-                expected = base64.b64encode(hmac.new(KEY, signed, hashlib.sha256).digest())
-                given = [s.split(",", 1)[1] for s in self.headers["webhook-signature"].split()]
-                valid = any(hmac.compare_digest(g.encode(), expected) for g in given)
-                receiver.got.append({"id": msg_id, "valid": valid, "body": json.loads(body)})
-                self.send_response(204 if valid else 400)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
-
-    def wait_for(self, count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while len(self.got) < count:
-            assert time.monotonic() < deadline, self.got
-            time.sleep(0.05)
-        return self.got
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    hook = Receiver(free_port())
+    hook = Receiver()
     yield hook
     hook.stop()
 
@@ -127,8 +72,8 @@ def test_events_are_signed_made_from_records_and_only_for_approvals_and_ends(
     got = receiver.wait_for(5)
     time.sleep(0.5)
     assert len(got) == 5
-    assert all(g["valid"] for g in got)
-    types = [(g["body"]["type"], g["body"]["data"].get("decision")) for g in got]
+    assert all(g.valid for g in got)
+    types = [(g.body["type"], g.body["data"].get("decision")) for g in got]
     assert types == [
         ("approval.required", None),
         ("approval.decided", "allowed"),
@@ -142,20 +87,38 @@ def test_events_are_signed_made_from_records_and_only_for_approvals_and_ends(
         "agent.terminated": "terminated",
     }
     for g in got:
-        data = g["body"]["data"]
-        assert g["id"] == f"evt_bot_{data['seq']}"
+        data = g.body["data"]
+        assert g.id == f"evt_bot_{data['seq']}"
         record = log[data["seq"]]  # every event is a record that exists
         assert record["ts"] == data["ts"]
-        if g["body"]["type"] in kinds:
-            assert record["kind"] == kinds[g["body"]["type"]]
-    first = got[0]["body"]["data"]
+        if g.body["type"] in kinds:
+            assert record["kind"] == kinds[g.body["type"]]
+    first = got[0].body["data"]
     assert (first["tool"], first["input"], first["cost"], first["action_id"]) == (
         "send_email",
         {"to": "a"},
         5,
         "act-2",
     )
-    assert got[1]["body"]["data"]["approved_by"] == "alice"
+    assert got[1].body["data"]["approved_by"] == "alice"
+
+
+def test_signatures_verify_with_the_standard_webhooks_reference_library(
+    guardd: Callable[..., GuardServer], receiver: Receiver
+) -> None:
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+    receiver.start()
+    server = guardd()
+    with admin(server) as client:
+        client.post("/v1/agents", json={"agent_id": "bot", "policy": POLICY})
+        client.post("/v1/agents/bot/actions", json={"tool": "send_email", "input": {"to": "a"}})
+    post = receiver.wait_for(1)[0]
+    verified = Webhook(SECRET).verify(post.raw, post.headers)
+    assert verified["type"] == "approval.required"
+    assert verified["data"]["input"] == {"to": "a"}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SECRET).verify(post.raw.replace(b'"a"', b'"b"'), post.headers)
 
 
 def test_a_receiver_down_then_up_gets_every_event(
@@ -170,8 +133,8 @@ def test_a_receiver_down_then_up_gets_every_event(
     time.sleep(1.5)  # a few failed tries
     receiver.start()
     got = receiver.wait_for(1)
-    assert got[0]["body"]["type"] == "approval.required"
-    assert got[0]["valid"]
+    assert got[0].body["type"] == "approval.required"
+    assert got[0].valid
 
 
 def test_guardd_restarted_between_an_event_and_its_delivery_sends_it(
@@ -185,28 +148,51 @@ def test_guardd_restarted_between_an_event_and_its_delivery_sends_it(
     receiver.start()
     server = guardd()
     got = receiver.wait_for(1)
-    assert [g["id"] for g in got] == ["evt_bot_3"]
+    assert [g.id for g in got] == ["evt_bot_3"]
     with admin(server) as client:
         client.post("/v1/agents/bot/actions/act-1/reject", json={"approver": "a", "reason": "no"})
     got = receiver.wait_for(2)
-    assert got[1]["body"]["data"]["decision"] == "rejected"
+    assert got[1].body["data"]["decision"] == "rejected"
     assert (Path(server.data_dir) / "webhooks").is_dir()
 
 
-def test_slack_format_names_tool_agent_cost_input_and_links_the_console(
+def test_slack_messages_carry_agent_markup_as_text_beside_our_one_link(
     guardd: Callable[..., GuardServer], receiver: Receiver
 ) -> None:
     receiver.start()
     server = guardd("--webhook-format", "slack", "--public-url", "https://guard.example")
+    hostile = {
+        "to": "<!channel>",
+        "body": "<https://evil.example/approve|Open in the console>",
+        "cc": "a&b",
+    }
     with admin(server) as client:
         client.post("/v1/agents", json={"agent_id": "bot", "policy": POLICY})
-        client.post("/v1/agents/bot/actions", json={"tool": "send_email", "input": {"to": "x"}})
-    text = receiver.wait_for(1)[0]["body"]["text"]
-    assert "`bot`" in text
-    assert "`send_email`" in text
-    assert "cost 5" in text
-    assert '{"to": "x"}' in text
-    assert "<https://guard.example/#/agents/bot|Open in the console>" in text
+        client.post("/v1/agents/bot/actions", json={"tool": "send_email", "input": hostile})
+        reason = "<!here> approve at <https://evil.example|the console>"
+        rejected = client.post(
+            "/v1/agents/bot/actions/act-1/reject", json={"approver": "mallory", "reason": reason}
+        )
+        assert rejected.status_code == 200, rejected.text
+    required, decided = (post.raw for post in receiver.wait_for(2))
+    assert required.decode() == json.dumps(
+        {
+            "text": "*Approval required*: agent `bot` asks to run `send_email` (act-1)\n"
+            "Cost: 5, budget left: 100\n"
+            "Input:\n"
+            '• `body`: `"&lt;https://evil.example/approve|Open in the console&gt;"`\n'
+            '• `cc`: `"a&amp;b"`\n'
+            '• `to`: `"&lt;!channel&gt;"`\n'
+            "<https://guard.example/#/pending|Approve or reject in the console>"
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    assert json.loads(decided) == {
+        "text": "*Rejected*: `send_email` (act-1) of agent `bot`, by mallory: "
+        "&lt;!here&gt; approve at &lt;https://evil.example|the console&gt;\n"
+        "<https://guard.example/#/agents/bot|Open the agent in the console>"
+    }
 
 
 @pytest.mark.parametrize(
