@@ -135,12 +135,15 @@ class WebhookPositions:
     def load(self) -> dict[str, int]:
         try:
             value = json.loads(self.path.read_bytes())
+            if not isinstance(value, dict):
+                raise TypeError
+            return {str(k): int(v) for k, v in value.items()}
         except FileNotFoundError:
             return {}
-        except ValueError:
-            log.error("%s is not JSON; events may be sent again", self.path)
+        except (ValueError, TypeError):
+            # Sending every event again is the safe side of losing the file.
+            log.error("%s is not a JSON object of seqs: every event is sent again", self.path)
             return {}
-        return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
     def save(self, positions: dict[str, int]) -> None:
         self.path.parent.mkdir(mode=0o700, exist_ok=True)

@@ -224,3 +224,23 @@ def test_the_banner_shows_each_webhook_without_credentials_query_or_token(tmp_pa
     assert f"webhook: {shown} (standard, signed; id {webhook_id(slack)})" in banner
     for secret in ("pa55word", "s3cret", "ops:", "XXXXXXXXXXXXXXXXXXXXXXXX"):
         assert secret not in banner
+
+
+def test_a_position_file_that_cannot_be_read_sends_events_again_and_loses_none(
+    start: Start, receivers: list[Receiver]
+) -> None:
+    receiver = receiver_of(receivers)
+    api = start(receiver)
+    bot = api.create("bot", POLICY)
+    ok(bot.act("send_email"))
+    receiver.wait_for(1)
+    assert api.server.stop() == 0
+    path = api.server.data_dir / "webhooks" / f"{webhook_id(receiver.url)}.position"
+    path.write_text('{"bot": "three"}')
+    restarted = start(receiver)
+    assert [p.id for p in receiver.wait_for(2)] == ["evt_bot_3", "evt_bot_3"]
+    receiver.wait_until(lambda: positions(restarted, receiver) == {"bot": 3})
+    assert restarted.server.stop() == 0
+    output = restarted.server.read_output()
+    assert "is not a JSON object of seqs: every event is sent again" in output
+    assert "Traceback" not in output
