@@ -244,3 +244,24 @@ def test_a_position_file_that_cannot_be_read_sends_events_again_and_loses_none(
     output = restarted.server.read_output()
     assert "is not a JSON object of seqs: every event is sent again" in output
     assert "Traceback" not in output
+
+
+def test_a_receiver_refusing_everything_makes_guardd_hold_at_most_256_events(
+    start: Start, receivers: list[Receiver]
+) -> None:
+    refusing = True
+    receiver = receiver_of(receivers, lambda post: Answer(500 if refusing else 204))
+    api = start(receiver, timing="first_backoff=2,max_backoff=4")
+    agents = [api.create(name, POLICY) for name in ("a", "b")]
+    for _ in range(150):
+        for agent in agents:
+            ok(agent.act("send_email"))
+    receiver.wait_until(lambda: len(set(receiver.ids())) >= 256, timeout=60)
+    receiver.wait_until(lambda: metric(api, "guard_webhook_retrying", receiver) >= 200)
+    # The rest wait unread in the logs until some of the 256 are delivered.
+    assert len(set(receiver.ids())) == 256
+    assert metric(api, "guard_webhook_retrying", receiver) <= 256
+    refusing = False
+    receiver.wait_until(lambda: len({p.id for p in receiver.got}) == 300, timeout=60)
+    assert metric(api, "guard_webhook_sent_total", receiver) == 300
+    receiver.wait_until(lambda: positions(api, receiver) == {"a": 301, "b": 301})
