@@ -499,6 +499,11 @@ class Webhooks:
     ) -> None:
         self.config = config
         self.timing = timing if timing is not None else Timing.from_env(os.environ)
+        # httpx logs every request with its whole URL at INFO (httpcore at
+        # DEBUG): a webhook URL may hold a token, in its query or its path.
+        # guardd's own lines name webhooks by shown_url.
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.client = httpx.AsyncClient(timeout=self.timing.post_timeout)
         self.hooks = [
             Webhook(

@@ -265,3 +265,20 @@ def test_a_receiver_refusing_everything_makes_guardd_hold_at_most_256_events(
     receiver.wait_until(lambda: len({p.id for p in receiver.got}) == 300, timeout=60)
     assert metric(api, "guard_webhook_sent_total", receiver) == 300
     receiver.wait_until(lambda: positions(api, receiver) == {"a": 301, "b": 301})
+
+
+def test_no_log_line_shows_a_webhook_url_whole(start: Start, receivers: list[Receiver]) -> None:
+    failing = receiver_of(receivers, lambda post: Answer(500))
+    fine = receiver_of(receivers)
+    for receiver in (failing, fine):
+        receiver.path = "/hook?token=s3cret"
+    api = start(failing, fine)
+    bot = api.create("bot", POLICY)
+    ok(bot.act("send_email"))
+    fine.wait_for(1)
+    failing.wait_until(lambda: len(failing.posts) >= 2)
+    assert api.server.stop() == 0
+    output = api.server.read_output()
+    shown = f"http://127.0.0.1:{failing.port}/hook"
+    assert f"webhook {shown}: evt_bot_3 not delivered (HTTP 500); retrying" in output
+    assert "s3cret" not in output

@@ -64,6 +64,7 @@ class Receiver:
 
     def __init__(self, answer: Callable[[Post], Answer] = accept, port: int | None = None) -> None:
         self.port = port or free_port()
+        self.path = "/hook"  # with a query, say: the receiver answers on any path
         self.answer = answer
         self.posts: list[Post] = []
         self.got: list[Post] = []
@@ -73,7 +74,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"http://127.0.0.1:{self.port}{self.path}"
 
     def start(self) -> Receiver:
         receiver = self
