@@ -403,15 +403,16 @@ class Webhook:
     async def _attempt(self, event_id: str, body: bytes) -> str | None:
         """Post once: None when the receiver took it (2xx), else why not.
         Gone on 410."""
-        now = int(time.time())
-        headers = {
-            "content-type": "application/json",
-            "webhook-id": event_id,
-            "webhook-timestamp": str(now),
-        }
-        if self.config.secret is not None:
-            headers["webhook-signature"] = sign(self.config.secret, event_id, now, body)
         async with self._posts:
+            # Stamped once a post may go: receivers refuse stale timestamps.
+            now = int(time.time())
+            headers = {
+                "content-type": "application/json",
+                "webhook-id": event_id,
+                "webhook-timestamp": str(now),
+            }
+            if self.config.secret is not None:
+                headers["webhook-signature"] = sign(self.config.secret, event_id, now, body)
             try:
                 async with asyncio.timeout(self.timing.post_timeout):
                     request = self.client.stream("POST", self.url, content=body, headers=headers)
