@@ -10,8 +10,32 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", ".venv", "guard-data", "build", "dist", "__pycache__", ".cache", ".hypothesis"}
-SUFFIXES = {".py", ".md", ".js", ".html", ".css", ".toml", ".txt", ".cfg", ".ini", ".yml", ".yaml"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "guard-data",
+    "build",
+    "dist",
+    "__pycache__",
+    ".cache",
+    ".hypothesis",
+    "node_modules",  # the TypeScript client's installed packages: not ours
+}
+SUFFIXES = {
+    ".py",
+    ".md",
+    ".js",
+    ".ts",
+    ".json",
+    ".html",
+    ".css",
+    ".toml",
+    ".txt",
+    ".cfg",
+    ".ini",
+    ".yml",
+    ".yaml",
+}
 THIS = Path(__file__).resolve()
 
 # Prose that points at a text the reader does not have.
@@ -37,13 +61,17 @@ def _text_files() -> list[Path]:
         # test data and test run artifacts are not text anyone reads as ours
         if relative.parts[:2] in {("tests", "data"), ("tests", "artifacts")} or path == THIS:
             continue
-        if path.is_file() and (path.suffix in SUFFIXES or path.name == "Makefile"):
+        if path.is_file() and (path.suffix in SUFFIXES or path.name in {"Makefile", ".npmrc"}):
             found.append(path)
     return sorted(found)
 
 
 FILES = _text_files()
-NAMES = {path.name for path in ROOT.rglob("*.md") if ".venv" not in path.parts}
+NAMES = {
+    path.name
+    for path in ROOT.rglob("*.md")
+    if ".venv" not in path.parts and "node_modules" not in path.parts
+}
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 
 
