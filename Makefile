@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: run test lint bench chromium postgresql wrk strace clean
+.PHONY: run test lint bench chromium postgresql wrk strace node clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -31,8 +31,9 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/python .ci/import_cycles.py
 	$(BIN)/python sdk/unasync.py --check
 
-test: $(VENV)/.installed-dev chromium postgresql lint
+test: $(VENV)/.installed-dev chromium postgresql lint sdk-ts/node_modules/.package-lock.json
 	$(BIN)/pytest
+	cd sdk-ts && npm test
 
 bench: $(VENV)/.installed-dev wrk strace postgresql
 	$(BIN)/python -m bench
@@ -58,6 +59,22 @@ postgresql:
 		echo "make test and make bench need PostgreSQL's initdb and pg_ctl: run 'sudo apt-get install postgresql'" >&2; exit 1; \
 	fi
 
+# The TypeScript client (sdk-ts/) is built and tested with Node.js 20.12+ and npm;
+# its tests start this checkout's guardd from $(VENV).
+node:
+	@if command -v node >/dev/null && command -v npm >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's nodejs and npm for the TypeScript client"; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq nodejs npm >/dev/null; \
+	else \
+		echo "make test needs Node.js and npm: run 'sudo apt-get install nodejs npm'" >&2; exit 1; \
+	fi
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 12) ? 0 : 1)' \
+		|| { echo "the TypeScript client needs Node.js 20.12 or later (found $$(node --version))" >&2; exit 1; }
+
+sdk-ts/node_modules/.package-lock.json: sdk-ts/package-lock.json | node
+	cd sdk-ts && npm ci --no-audit --no-fund
+
 wrk:
 	@if command -v wrk >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
@@ -79,3 +96,4 @@ strace:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf sdk-ts/node_modules sdk-ts/dist sdk-ts/build
