@@ -9,7 +9,8 @@
  *   `streamText` stop with a `tool-approval-request` for it, as for any tool
  *   that needs approval; an allowed call runs at once; a denied one is not
  *   held (its `execute` throws the denial, which the SDK hands the model as
- *   the tool's error).
+ *   the tool's error). A tool whose own `needsApproval` asks the user keeps
+ *   doing so, and the guard is asked only once the user consented.
  * - `execute` asks again with the same `Idempotency-Key`, made from the SDK's
  *   tool call ID, so the service answers the first decision and charges once
  *   (no state is kept between the two: the approval may come back in another
@@ -94,8 +95,9 @@ function isAsyncGeneratorFunction(fn: unknown): boolean {
 /**
  * `tools`, each guarded: the same tool set, for `generateText`, `streamText`
  * or an agent. Every tool must have `execute` (a tool the app runs itself
- * never reaches the adapter). A tool's own `needsApproval` is kept: the call
- * then needs the user's approval even when the guard allows it.
+ * never reaches the adapter). A tool's own `needsApproval` is kept: when it
+ * asks the user, the guard is asked only once they consented (by `execute`),
+ * so a call the user declines is never asked for, nor charged.
  */
 export function guardTools<TOOLS extends Readonly<Record<string, ToolLike>>>(
   client: GuardClient,
@@ -129,9 +131,10 @@ export function guardTools<TOOLS extends Readonly<Record<string, ToolLike>>>(
       ...tool,
       [GUARDED]: guarded,
       needsApproval: async (input: unknown, call: ToolCallOptions): Promise<boolean> => {
-        const decision = await ask(guarded, input, call.toolCallId);
-        if (decision.decision === "pending_approval") return true;
-        return decision.decision === "allowed" && (await ownApproval(guarded, input, call));
+        // The user first, when the tool asks them anyway: the guard is asked once they
+        // consented, by execute, so a call they decline is never charged.
+        if (await ownApproval(guarded, input, call)) return true;
+        return (await ask(guarded, input, call.toolCallId)).decision === "pending_approval";
       },
       execute: isAsyncGeneratorFunction(execute)
         ? async function* (input: unknown, call: ToolCallOptions): AsyncGenerator<unknown, void, undefined> {
@@ -181,8 +184,8 @@ interface ToolApprovalCall {
  * with tools from `guardTools`: a call the guard denies is `denied` with the
  * guard's reason (the SDK answers the model `execution-denied`, and the tool
  * never runs); a held one asks the user (`user-approval`, naming the action);
- * an allowed one needs no approval unless the tool's own `needsApproval`
- * says so. Tools that are not guarded keep their own `needsApproval`.
+ * an allowed one needs no approval. A guarded tool whose own `needsApproval`
+ * asks the user, and a tool that is not guarded, keep their own rule.
  */
 export function guardToolApproval(): (call: ToolApprovalCall) => Promise<ToolApprovalStatus> {
   return async ({ toolCall, tools, messages }) => {
@@ -194,6 +197,7 @@ export function guardToolApproval(): (call: ToolApprovalCall) => Promise<ToolApp
       const needs = typeof own === "function" ? await (own as (i: unknown, o: unknown) => unknown)(toolCall.input, options) : own;
       return needs ? { type: "user-approval" } : { type: "not-applicable" };
     }
+    if (await ownApproval(guarded, toolCall.input, options)) return { type: "user-approval" };
     const decision = await ask(guarded, toolCall.input, toolCall.toolCallId);
     let status: string = decision.decision;
     let reason = decision.reason;
@@ -209,7 +213,7 @@ export function guardToolApproval(): (call: ToolApprovalCall) => Promise<ToolApp
     if (status === "denied" || status === "cancelled") {
       return { type: "denied", reason: new ActionDenied(decision.actionId, reason ?? { code: status }).message };
     }
-    return (await ownApproval(guarded, toolCall.input, options)) ? { type: "user-approval" } : { type: "not-applicable" };
+    return { type: "not-applicable" };
   };
 }
 
@@ -261,6 +265,8 @@ export async function withdrawDeclined(
     const call = calls.get(requests.get(part.approvalId));
     const guarded = call && typeof call.toolName === "string" ? guardedOf(tools[call.toolName]) : undefined;
     if (call === undefined || guarded === undefined) continue;
+    // A tool that asks the user itself asks the guard only once they consented: nothing to withdraw.
+    if (await ownApproval(guarded, call.input, { toolCallId: call.toolCallId, messages })) continue;
     const decision = await ask(guarded, call.input, String(call.toolCallId));
     if (decision.decision !== "pending_approval") continue;
     const why = `declined in the app${typeof part.reason === "string" && part.reason ? `: ${part.reason}` : ""}`;

@@ -223,14 +223,14 @@ export function formatG(value: number): string {
   return strip(value.toFixed(5 - exponent));
 }
 
-/** Whether the JSON text `text` (valid JSON) has an object with two equal keys. */
+/** Whether the JSON text `text` (valid JSON: JSON.parse read it) has an object with two equal keys. */
 export function hasDuplicateKey(text: string): boolean {
   const objects: (Set<string> | null)[] = []; // null for an array
   for (let i = 0; i < text.length; i++) {
     const ch = text[i];
     if (ch === '"') {
       let end = i + 1;
-      while (text[end] !== '"') end += text[end] === "\\" ? 2 : 1;
+      while (end < text.length && text[end] !== '"') end += text[end] === "\\" ? 2 : 1;
       let next = end + 1;
       while (text[next] === " " || text[next] === "\t" || text[next] === "\n" || text[next] === "\r") next++;
       const keys = objects.at(-1);

@@ -38,6 +38,8 @@ function describe(error: unknown, timeout: number): Failure {
   }
   let seen: unknown = error;
   while (seen instanceof Error) {
+    // fetch will not connect to some ports at all (6000, 6665, ...: those browsers block).
+    if (seen.message === "bad port") return { reason: "fetch refuses to connect to this port", sent: false };
     const code = (seen as { code?: unknown }).code;
     if (typeof code === "string" && (REASONS[code] || NOT_SENT.has(code))) {
       return { reason: REASONS[code] ?? seen.message, sent: !NOT_SENT.has(code) };

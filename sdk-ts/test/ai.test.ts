@@ -265,6 +265,45 @@ for (const sdk of SDKS) {
       assert.equal((await admin.getAction(created.agentId, "act-1")).status, "cancelled");
     });
 
+    test("a tool's own needsApproval asks the user first, and the guard only once they consented", async () => {
+      const created = await newAgent(guardd);
+      const client = guardd.connect(created);
+      const guarded = guardTools(client, {
+        search: sdk.tool({ inputSchema: sdk.jsonSchema(SCHEMA), needsApproval: true, execute: async (input: { q: string }) => `found ${input.q}` }),
+      });
+      const declined = scripted(sdk, "search", { q: "secrets" });
+      const first = await sdk.generateText({ model: declined.model, tools: guarded, messages: PROMPT });
+      assert.equal(parts(first, "tool-approval-request").length, 1);
+      assert.deepEqual(await withdrawDeclined(guarded, answered(first, false)), []);
+      assert.equal((await client.status()).actionsAllowed, 0, "the guard was not asked");
+      const approved = scripted(sdk, "search", { q: "trains" });
+      const again = await sdk.generateText({ model: approved.model, tools: guarded, messages: PROMPT });
+      await sdk.generateText({ model: approved.model, tools: guarded, messages: answered(again, true) });
+      assert.deepEqual(
+        approved.told.map((part) => part.output),
+        [{ type: "text", value: "found trains" }],
+      );
+      const action = await client.getAction("act-1");
+      assert.deepEqual([action.input, action.status, action.outcome], [{ q: "trains" }, "completed", "success"]);
+    });
+
+    test("the SDK's abort signal gives the wait up and withdraws the action", async () => {
+      const created = await newAgent(guardd);
+      const client = guardd.connect(created);
+      const guarded = tools(client);
+      const { model } = scripted(sdk, "send_email", { to: "ops@example.com" });
+      const first = await sdk.generateText({ model, tools: guarded, messages: PROMPT });
+      const controller = new AbortController();
+      ran.length = 0;
+      const waiting = sdk.generateText({ model, tools: guarded, messages: answered(first, true), abortSignal: controller.signal });
+      controller.abort(new Error("the user left"));
+      // The SDK ends the call, or hands the model the tool's error: either way, nothing ran.
+      await waiting.catch(() => undefined);
+      const action = await admin.getAction(created.agentId, "act-1");
+      assert.deepEqual([action.status, action.reason?.reason], ["cancelled", "guarded: the waiting call was aborted"]);
+      assert.deepEqual(ran, []);
+    });
+
     test("the tool reads its receipt, and a streaming tool reports once its stream ends", async () => {
       const created = await newAgent(guardd);
       const client = guardd.connect(created);

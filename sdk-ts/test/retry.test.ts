@@ -173,6 +173,14 @@ describe("retries", () => {
     });
   });
 
+  test("a port fetch will not use is named as the reason, and nothing was sent", async () => {
+    const client = new GuardClient({ token: "agt_a.bWFj", baseUrl: "http://127.0.0.1:6000", retry: { attempts: 2, baseDelay: 0.01 } });
+    await assert.rejects(client.status(), {
+      name: "TransportError",
+      message: "cannot reach guardd at http://127.0.0.1:6000: fetch refuses to connect to this port (GET /v1/agents/a, 2 attempts)",
+    });
+  });
+
   test("no answer within the timeout names the address and the wait", async () => {
     const { createServer } = await import("node:net");
     const silent = createServer(() => undefined).listen(0, "127.0.0.1");
