@@ -1,5 +1,5 @@
-import { GuardClient } from "agent-action-guard-client";
-import { guardTools, withdrawDeclined } from "agent-action-guard-client/ai";
+import { GuardClient } from "guardd-client";
+import { guardTools, withdrawDeclined } from "guardd-client/ai";
 import { generateText, jsonSchema, type LanguageModel, type ModelMessage, tool } from "ai";
 
 const guard = new GuardClient(); // GUARD_URL, GUARD_AGENT_TOKEN

@@ -1,4 +1,4 @@
-import { ActionDenied, GuardClient } from "agent-action-guard-client";
+import { ActionDenied, GuardClient } from "guardd-client";
 
 // GUARD_URL and GUARD_AGENT_TOKEN come from the environment (or ./.env).
 const guard = new GuardClient();

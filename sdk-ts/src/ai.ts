@@ -61,7 +61,7 @@ export interface GuardToolsOptions {
   readonly keepPending?: boolean;
 }
 
-const GUARDED = Symbol.for("agent-action-guard-client/ai.guarded");
+const GUARDED = Symbol.for("guardd-client/ai.guarded");
 
 /** How one tool is guarded, kept on its wrapped tool. */
 interface Guarded {

@@ -2,7 +2,7 @@
  * The TypeScript client of Agent Action Guard (docs/sdk-ts.md).
  *
  * Every public name is exported here, and only here; the AI SDK adapter is
- * the subpath `agent-action-guard-client/ai`.
+ * the subpath `guardd-client/ai`.
  */
 
 export {

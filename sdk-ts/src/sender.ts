@@ -9,7 +9,7 @@ import { errorFromResponse, InvalidResponse, TransportError } from "./errors.js"
 import type { Request } from "./requests.js";
 import type { Retry } from "./retry.js";
 
-export const USER_AGENT = "agent-action-guard-client-ts/0.1.0";
+export const USER_AGENT = "guardd-client-ts/0.1.0";
 
 // Failures before any byte of the request left: always safe to send again.
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);

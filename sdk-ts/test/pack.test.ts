@@ -51,8 +51,8 @@ describe("npm pack", () => {
   test("the installed package imports and checks the worked example's receipt", () => {
     const project = join(dir, "project");
     const script = `
-      import { GuardClient, verifyReceipt, ActionDenied } from "agent-action-guard-client";
-      import { guardTools } from "agent-action-guard-client/ai";
+      import { GuardClient, verifyReceipt, ActionDenied } from "guardd-client";
+      import { guardTools } from "guardd-client/ai";
       const [requested, allowed] = process.argv[1].split("\\n");
       const id = verifyReceipt([requested, allowed], "${WORKED_EXAMPLE_KEY}", {
         agentId: "billing-bot", tool: "send_invoice", input: { to: "ops@example.com", amount: 12.5 },
@@ -69,8 +69,8 @@ describe("npm pack", () => {
     const project = join(dir, "project");
     writeFileSync(
       join(project, "use.ts"),
-      `import { GuardClient, type Decision } from "agent-action-guard-client";
-       import { guardTools } from "agent-action-guard-client/ai";
+      `import { GuardClient, type Decision } from "guardd-client";
+       import { guardTools } from "guardd-client/ai";
        const client = new GuardClient({ token: "agt_bot.mac" });
        const search = client.guarded(async (q: { query: string }) => q.query.length, { tool: "search" });
        const n: Promise<number> = search({ query: "x" });
