@@ -15,8 +15,8 @@ Where to add:
 
 - a store (PostgreSQL, ...): a sub-package of ``log/`` beside ``log/files/``,
   implementing ``log.store``'s protocols;
-- a record kind: ``log/kinds.py`` says every step;
-- a command: ``core/commands.py`` and its handler in ``core/behaviour.py``;
+- a record kind, a command: ``log/kinds.py`` says every step (the kind's
+  member there, everything else in one concept module of ``core/``);
 - an error: ``errors.py``, in its tree.
 
 Each package's ``__init__`` names its public modules in ``__all__`` and

@@ -2,12 +2,12 @@
 
 A verified log proves who wrote it, not that the writer followed its policy.
 Replay checks that: it folds the records into agent state with the service's
-own ``state.apply`` and, at each record that starts a command (a request, an
+own ``apply`` and, at each record that starts a command (a request, an
 approval, a rejection, an outcome, an operator scar, a terminate, a policy
 change), rebuilds that command from the record and runs the service's own
 behaviour (``agents_runtime.core.behaviour``, which calls ``checks.decide``) on the
 state before it, with the record's ``ts`` as the clock. An ``approval_expired``
-record is re-run as the actor's timer runs it: ``agent.expire_due`` at its
+record is re-run as the actor's timer runs it: ``expire_due`` at its
 ``ts`` must write exactly the expiries the log has there (none before an
 action's timeout), and an action still pending after its deadline when a
 later command is run is reported too. Every record the
@@ -21,6 +21,11 @@ The chain is verified first; a log that fails verification is not replayed.
 Records are compared by content; ``seq``, ``ts``, ``prev``, ``hash`` and
 ``sig`` are the verifier's business.
 
+What replay knows of each kind is in that kind's entry
+(``agents_runtime.core.records.KINDS``): the command it starts (``starts``),
+whether it follows the record before it within one command (``continues``),
+its description in a report, and how older logs wrote it (``as_written``).
+
 This module is the replay alone, which ``audit.whatif`` builds on; the
 subcommand (its options and its output) is ``audit.cli``'s, so that neither
 module needs the other.
@@ -28,16 +33,16 @@ module needs the other.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import attrs
 
-from agents_runtime.core import commands as c
-from agents_runtime.core.behaviour import READS, SYSTEM, expire_due, run, run_steps
+from agents_runtime.core.behaviour import READS, expire_due, run, run_steps
+from agents_runtime.core.entries import BY_TIMER, ByTimer, Command
 from agents_runtime.core.policy import parse_policy
-from agents_runtime.core.state import AgentState, apply, expired_actions, parse_ts
-from agents_runtime.errors import AgentError, PolicyError
+from agents_runtime.core.records import apply, entry_of
+from agents_runtime.core.state import AgentState, expired_actions, parse_ts
+from agents_runtime.errors import AgentError
 from agents_runtime.log import canonical
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import SEALED_FIELDS, ZERO_HASH, Sealed
@@ -94,38 +99,23 @@ def _text(value: Any) -> str:
 
 
 def describe(fields: dict[str, Any]) -> str:
-    """A record in a few words: ``action_denied act-3 (insufficient_budget)``."""
+    """A record in a few words: ``action_denied act-3 (insufficient_budget)``;
+    the words in brackets are its kind's (``KindEntry.describe``)."""
     kind = fields.get("kind")
     parts = [str(kind)]
     if fields.get("action_id") is not None:
         parts.append(str(fields["action_id"]))
-    detail = ""
-    if kind == Kind.ACTION_ALLOWED:
-        detail = f"cost {_text(fields.get('cost'))}, remaining {_text(fields.get('remaining'))}"
-    elif kind == Kind.ACTION_DENIED and isinstance(fields.get("reason"), dict):
-        detail = str(fields["reason"].get("code"))
-    elif kind == Kind.APPROVAL_REQUIRED:
-        detail = f"cost {_text(fields.get('cost'))}"
-    elif kind == Kind.TERMINATED:
-        detail = f"{fields.get('reason')}, by {fields.get('by')}"
-    elif kind == Kind.SCAR:
-        detail = f"{fields.get('severity')}, by {fields.get('by')}"
-    elif kind == Kind.OUTCOME:
-        detail = str(fields.get("outcome"))
-    elif kind == Kind.APPROVAL_EXPIRED:
-        detail = f"after {_text(fields.get('timeout_secs'))} s"
-    elif kind == Kind.ACTION_CANCELLED:
-        detail = f"by {fields.get('by')}"
-    elif kind in (Kind.GRANT_ISSUED, Kind.GRANT_REVOKED):
-        detail = f"{fields.get('grant_id')}, by {fields.get('by')}"
-    if kind == Kind.ACTION_ALLOWED and fields.get("grant_id") is not None:
-        detail += f", on {fields['grant_id']}"
+    entry = entry_of(kind)
+    detail = "" if entry is None else entry.describe(fields)
     return " ".join(parts) + (f" ({detail})" if detail else "")
 
 
 def _difference(expected: dict[str, Any], actual: dict[str, Any]) -> str:
+    entry = entry_of(actual.get("kind"))
     if expected.get("kind") != actual.get("kind") or (
-        actual.get("kind") == Kind.ACTION_DENIED and describe(expected) != describe(actual)
+        entry is not None
+        and entry.told_apart_by_description
+        and describe(expected) != describe(actual)
     ):
         return f"log has {describe(actual)}; the policy would have written {describe(expected)}"
     kind = actual.get("kind")
@@ -140,101 +130,29 @@ def _difference(expected: dict[str, Any], actual: dict[str, Any]) -> str:
     return f"{kind}: " + "; ".join(diffs)
 
 
-def _decimal(value: Any) -> Decimal | None:
-    if value is None:
-        return None
-    if type(value) is int or isinstance(value, Decimal):
-        return Decimal(value)
-    raise ValueError(f"requested_cost {value!r} is not a number")
-
-
-RECEIPT_FIELDS = ("log_id", "request_hash")
-
-
 def _as_written_then(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:
-    """``expected`` as the service wrote it when ``actual`` was written: an
-    ``action_allowed`` from before allowances named their request has neither
-    ``log_id`` nor ``request_hash`` (and gives no receipt); one that has
-    either is held to both."""
-    if expected.get("kind") != Kind.ACTION_ALLOWED or any(k in actual for k in RECEIPT_FIELDS):
-        return expected
-    return {k: v for k, v in expected.items() if k not in RECEIPT_FIELDS}
+    """``expected`` as the service wrote it when ``actual`` was written
+    (``KindEntry.as_written``)."""
+    entry = entry_of(expected.get("kind"))
+    return expected if entry is None else entry.as_written(expected, actual)
 
 
-def command_for(record: dict[str, Any]) -> c.Command | str:
-    """The command whose handling starts with ``record``, or why none does."""
-    kind = record["kind"]
-    get = record.get
-    if kind == Kind.ACTION_REQUESTED:
-        return c.RequestAction(
-            tool=record["tool"],
-            input=record["input"],
-            cost=_decimal(record["requested_cost"]),
-            idempotency_key=get("idempotency_key"),
-        )
-    if kind == Kind.ACTION_ALLOWED and get("approved_by") is not None:
-        return c.Approve(record["action_id"], record["approved_by"], get("note"))
-    if kind == Kind.ACTION_DENIED and get("by") is not None:
-        return c.Approve(record["action_id"], record["by"])
-    if kind == Kind.ACTION_REJECTED:
-        return c.Reject(record["action_id"], record["by"], record["reason"], record["scar"])
-    if kind == Kind.ACTION_CANCELLED:
-        return c.Cancel(record["action_id"], record["by"], get("reason"))
-    if kind == Kind.OUTCOME:
-        return c.ReportOutcome(record["action_id"], record["outcome"], record["by"], get("detail"))
-    if kind == Kind.SCAR and isinstance(get("by"), str) and get("by") != SYSTEM:
-        # An operator's scar: ``by`` is the name given, or "operator" when none was.
-        return c.AddScar(record["severity"], record["reason"], get("action_id"), record["by"])
-    if kind == Kind.TERMINATED:
-        return c.Terminate(record["reason"], record["by"])
-    if kind == Kind.GRANT_ISSUED:
-        max_cost = record["max_cost"]
-        return c.IssueGrant(
-            tool=record["tool"],
-            by=record["by"],
-            max_calls=record["max_calls"],
-            max_cost=None if max_cost is None else Decimal(max_cost),
-            expires_at=record["expires_at"],
-            input_match=record["input_match"],
-            note=get("note"),
-        )
-    if kind == Kind.GRANT_REVOKED:
-        return c.RevokeGrant(record["grant_id"], record["by"], get("reason"))
-    if kind == Kind.POLICY:
-        try:
-            return c.SetPolicy(parse_policy(record["policy"]))
-        except PolicyError as exc:
-            return f"policy record is not a valid policy: {exc}"
-    return f"unexpected {describe(record)}: no command starts with this record"
+def command_for(record: dict[str, Any]) -> Command | ByTimer | str:
+    """The command whose handling starts with ``record`` (``BY_TIMER`` for
+    what the actor's timer writes), or why none does."""
+    entry = entry_of(record["kind"])
+    command = None if entry is None else entry.starts(record)
+    if command is None:
+        return f"unexpected {describe(record)}: no command starts with this record"
+    return command
 
 
 def _continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
     """Whether ``record`` looks like a later record of the command that wrote
     ``previous`` (every record but the first of each command does). Used to
     find where a command the policy departs from ends."""
-    kind, before = record.get("kind"), previous.get("kind")
-    same_action = record.get("action_id") == previous.get("action_id")
-    if kind in (Kind.APPROVAL_REQUIRED, Kind.ACTION_ALLOWED, Kind.ACTION_DENIED):
-        return before == Kind.ACTION_REQUESTED and same_action and record.get("by") is None
-    if kind == Kind.SCAR and same_action:
-        # A denial's and an outcome's scars are the service's own; a rejection's
-        # only when it chose one. Any other scar is an operator's, even one
-        # signed by the approver who just rejected that action.
-        if before in (Kind.ACTION_DENIED, Kind.OUTCOME):
-            return record.get("by") == SYSTEM
-        return before == Kind.ACTION_REJECTED and previous.get("scar") is not None
-    if kind == Kind.SCAR:
-        return False
-    if kind == Kind.TERMINATED:
-        automatic_after = (Kind.SCAR, Kind.ACTION_ALLOWED, Kind.POLICY)
-        return record.get("by") == SYSTEM and before in automatic_after
-    if kind == Kind.APPROVAL_EXPIRED:
-        # The actor expires every action due at once, in one batch (one ts);
-        # a new policy expires what it makes due in its own write.
-        return before in (Kind.APPROVAL_EXPIRED, Kind.POLICY, Kind.TERMINATED) and record.get(
-            "ts"
-        ) == previous.get("ts")
-    return False
+    entry = entry_of(record.get("kind"))
+    return entry is not None and entry.continues(record, previous)
 
 
 class Folded:
@@ -336,11 +254,11 @@ class _Replayer:
             self.problem(record, f"ts {record['ts']} is before the previous record's")
         self.start = self.index
         now = parse_ts(record["ts"])
-        if record["kind"] == Kind.APPROVAL_EXPIRED:
+        command = command_for(record)
+        if command is BY_TIMER:
             self._expiry(record, now)
             return
         self._check_overdue(record, now)
-        command = command_for(record)
         if isinstance(command, str):
             self.problem(record, command)
             self._skip_command()
@@ -400,7 +318,8 @@ class _Replayer:
     def _skip_command(self) -> None:
         """Pass over a command the policy would not have run. A request is
         folded as it is all the same, so that later action IDs still line up."""
-        keep = self.records[self.index]["kind"] == Kind.ACTION_REQUESTED
+        entry = entry_of(self.records[self.index]["kind"])
+        keep = entry is not None and entry.folded_when_refused
         while True:
             if keep:
                 self.fold()

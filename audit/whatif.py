@@ -41,11 +41,12 @@ from typing import Any
 
 import attrs
 
-from agents_runtime.core import commands as c
 from agents_runtime.core.behaviour import expire_due, run, run_steps
+from agents_runtime.core.entries import Command, Dropped
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
-from agents_runtime.core.state import AgentState, action_number, action_status, apply, parse_ts
-from agents_runtime.core.vocabulary import ActionStatus, Decision, ReasonCode
+from agents_runtime.core.records import apply, entry_of
+from agents_runtime.core.state import AgentState, parse_ts
+from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.errors import AgentError, CanonicalError, PolicyError
 from agents_runtime.log import canonical
 from agents_runtime.log.ids import valid_agent_id
@@ -132,24 +133,14 @@ class WhatIf:
 
 def final_decisions(records: list[dict[str, Any]]) -> dict[str, str]:
     """Each action's final decision in ``records``: ``allowed``,
-    ``denied:<code>``, ``pending_approval`` or ``cancelled``."""
+    ``denied:<code>``, ``pending_approval`` or ``cancelled`` (what each
+    record leaves its action with is its kind's ``KindEntry.settles``)."""
     final: dict[str, str] = {}
     for record in records:
-        kind = record["kind"]
-        if kind == Kind.ACTION_REQUESTED:
-            final[record["action_id"]] = ActionStatus.REQUESTED
-        elif kind == Kind.APPROVAL_REQUIRED:
-            final[record["action_id"]] = Decision.PENDING_APPROVAL
-        elif kind == Kind.ACTION_ALLOWED:
-            final[record["action_id"]] = Decision.ALLOWED
-        elif kind == Kind.ACTION_DENIED:
-            final[record["action_id"]] = f"{Decision.DENIED}:{record['reason'].get('code')}"
-        elif kind == Kind.ACTION_REJECTED:
-            final[record["action_id"]] = f"{Decision.DENIED}:{ReasonCode.REJECTED}"
-        elif kind == Kind.APPROVAL_EXPIRED:
-            final[record["action_id"]] = f"{Decision.DENIED}:{ReasonCode.APPROVAL_EXPIRED}"
-        elif kind == Kind.ACTION_CANCELLED:
-            final[record["action_id"]] = ActionStatus.CANCELLED
+        entry = entry_of(record["kind"])
+        settled = None if entry is None else entry.settles(record)
+        if settled is not None:
+            final[record["action_id"]] = settled
     return final
 
 
@@ -168,8 +159,7 @@ class _Simulation:
         self.ts = genesis["ts"]
         self._fold(genesis)
         self.write({"kind": Kind.POLICY, "policy": policy_json(candidate)})
-        self.unapproved_steps = 0
-        self.outcomes_dropped = 0
+        self.dropped: Counter[Dropped] = Counter()
 
     def _fold(self, record: dict[str, Any]) -> Sealed:
         apply(self.state, record)
@@ -191,26 +181,18 @@ class _Simulation:
         # The candidate's timeouts, on the history's clock.
         run_steps(expire_due(state, now), self.write)
         command = command_for(record)
-        if isinstance(command, str) or isinstance(command, c.SetPolicy):
+        entry = entry_of(record["kind"])
+        if not isinstance(command, Command) or entry is None:
             return
-        if isinstance(command, c.Approve | c.Reject | c.Cancel):
-            if command.action_id not in state.pending:
-                self.unapproved_steps += 1
-                return
-        elif isinstance(command, c.ReportOutcome) and not self._allowed(command.action_id):
-            self.outcomes_dropped += 1
-            return
-        elif isinstance(command, c.Terminate) and not state.alive:
+        dropped = entry.under_candidate(state, record)
+        if dropped is not None:
+            self.dropped[dropped] += 1
             return
         try:
             run(state, command, now, self.folded.lines(state, command), self.write)
         except AgentError:
             # A step the candidate's state refuses: it did not happen under the candidate.
             pass
-
-    def _allowed(self, action_id: str) -> bool:
-        n = action_number(self.state, action_id)
-        return n is not None and action_status(self.state, n) == ActionStatus.ALLOWED
 
 
 def what_if(
@@ -260,8 +242,8 @@ def what_if(
         spent_after=sim.state.spent,
         policies_left_out=max(len(policies) - 1, 0),
         unapproved=unapproved,
-        approvals_dropped=sim.unapproved_steps,
-        outcomes_dropped=sim.outcomes_dropped,
+        approvals_dropped=sim.dropped[Dropped.OPERATOR_STEP],
+        outcomes_dropped=sim.dropped[Dropped.OUTCOME],
     )
 
 

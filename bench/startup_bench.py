@@ -50,7 +50,8 @@ import orjson
 from agents_runtime.core import commands as c
 from agents_runtime.core.behaviour import READS, run
 from agents_runtime.core.policy import parse_policy, policy_json
-from agents_runtime.core.state import AgentState, apply, parse_ts
+from agents_runtime.core.records import apply
+from agents_runtime.core.state import AgentState, parse_ts
 from agents_runtime.core.vocabulary import Decision
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from agents_runtime.log.kinds import Kind, table
+from agents_runtime.core.records import entry_of
 from guardd.jsonio import dumps
 
 if TYPE_CHECKING:
@@ -34,18 +34,6 @@ FORMATS = ("standard", "slack")
 # A path segment at least this long is shown cut (shown_url): such a
 # segment is more likely a token (Slack's webhook URLs end in one) than a name.
 LONG_SEGMENT = 16
-
-# The records that decide a held action, each with the webhook's word for it.
-DECIDED = table(
-    {
-        Kind.ACTION_ALLOWED: "allowed",
-        Kind.ACTION_DENIED: "denied",  # an approval whose re-run checks failed
-        Kind.ACTION_REJECTED: "rejected",
-        Kind.APPROVAL_EXPIRED: "expired",
-        Kind.ACTION_CANCELLED: "cancelled",
-    },
-    complete=False,
-)
 
 
 class WebhookConfigError(ValueError):
@@ -84,32 +72,17 @@ class Event:
 def event_for(
     agent_id: str, record: dict[str, Any], requested: dict[str, Any] | None
 ) -> Event | None:
-    """The event a committed record makes, if any. ``requested`` is the
-    action_requested record of the action when the caller has it."""
-    kind = record["kind"]
+    """The event a committed record makes, if any: its kind's entry says
+    which (``KindEntry.announces``). ``requested`` is the action_requested
+    record of the action when the caller has it."""
+    entry = entry_of(record["kind"])
+    announced = None if entry is None else entry.announces(record, requested)
+    if announced is None:
+        return None
+    event_type, fields = announced
     seq = record["seq"]
-    base: dict[str, Any] = {"agent_id": agent_id, "seq": seq, "ts": record["ts"]}
-    if kind == Kind.APPROVAL_REQUIRED:
-        data = base | {"action_id": record["action_id"], "cost": record["cost"]}
-        if requested is not None:
-            data |= {"tool": requested["tool"], "input": requested["input"]}
-        return Event(f"evt_{agent_id}_{seq}", "approval.required", agent_id, seq, data)
-    if kind in DECIDED:
-        if kind == Kind.ACTION_ALLOWED and "approved_by" not in record:
-            return None  # allowed at request time: nobody waited
-        if kind == Kind.ACTION_DENIED and "by" not in record:
-            return None
-        data = base | {"action_id": record["action_id"], "decision": DECIDED[kind]}
-        for key in ("approved_by", "by", "note", "reason", "cost", "timeout_secs"):
-            if key in record:
-                data[key] = record[key]
-        if requested is not None:
-            data["tool"] = requested["tool"]
-        return Event(f"evt_{agent_id}_{seq}", "approval.decided", agent_id, seq, data)
-    if kind == Kind.TERMINATED:
-        data = base | {"reason": record["reason"], "by": record["by"]}
-        return Event(f"evt_{agent_id}_{seq}", "agent.terminated", agent_id, seq, data)
-    return None
+    data = {"agent_id": agent_id, "seq": seq, "ts": record["ts"]} | fields
+    return Event(f"evt_{agent_id}_{seq}", event_type, agent_id, seq, data)
 
 
 def standard_body(event: Event) -> bytes:

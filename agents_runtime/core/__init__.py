@@ -6,32 +6,54 @@ re-runs it on a log.
 May import: ``agents_runtime.log`` (records, kinds, canonical form) and
 ``agents_runtime.errors``; never ``runtime`` or ``guardd`` (``make lint``).
 
-Public modules (``__all__``)::
+Each concept module holds its commands (frozen attrs classes), their
+handlers, and the entries of the record kinds it writes: everything that
+knows a command or a kind, in one place::
 
+    actions      asking to act and reporting the outcome (action_requested, outcome)
+    decisions    what settles an action: the checks' verdict, approve, reject,
+                 cancel, the approval timeout (approval_required, action_allowed, ...)
+    scars        scars and the score (scar)
+    termination  how an agent ends, by an operator or at its limits (terminated)
+    agent        genesis, the policy in force, the status (genesis, policy)
+    grants       bounded grants (grant_issued, grant_revoked)
+
+They import each other in that order, upwards only: termination, scars,
+decisions, actions, agent (grants, by decisions and actions). Below them::
+
+    entries      what an entry of the two tables holds; Command, every command's base
+    state        the agent's state (the model), its queries, and its JSON views
+    checks       decide(): the checks, in their fixed order
     vocabulary   decisions, action statuses, outcomes, severities, reason codes
-    money        exact Decimal money
-    policy       the policy model and its strict parser
-    commands     the commands an agent accepts (frozen, validated by guardd)
-    state        agent state as a fold over its records (apply), and its views
-    behaviour    each command's handler: checks, then the records it yields
-    validation   cattrs failures as messages that name the key path
+    money, policy, validation
 
-``checks`` (the decision, in order) and ``grants`` (bounded grants) are
-used through ``behaviour`` and ``state``, not from outside.
+Above them, the two tables::
 
-Where to add: a new command is a class in ``commands`` and its handler in
-``behaviour.WRITERS`` or ``behaviour.VIEWS`` (then the route in guardd that builds it, and
-``audit/replay.py``'s ``command_for``); a new record kind starts in
-``agents_runtime.log.kinds``, whose docstring lists every step; a new word
-of the domain goes in ``vocabulary``.
+    records      KINDS: every record kind's entry; apply(), the fold
+    behaviour    COMMANDS: every command's entry; WRITERS, VIEWS, READS, run(),
+                 finish_interrupted()
+    commands     every command by name, for the edge (``c.RequestAction``)
+
+Where to add: a record kind and the command that writes it go in one
+concept module (a new one, or the one whose concept they belong to), after
+the kind's member in ``agents_runtime.log.kinds``, whose docstring lists
+every step; a new word of the domain goes in ``vocabulary``.
 """
 
 __all__ = [
+    "actions",
+    "agent",
     "behaviour",
     "commands",
+    "decisions",
+    "entries",
+    "grants",
     "money",
     "policy",
+    "records",
+    "scars",
     "state",
+    "termination",
     "validation",
     "vocabulary",
 ]

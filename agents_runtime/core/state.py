@@ -1,9 +1,11 @@
-"""Agent state as a fold over its log records.
+"""Agent state: the model every record kind folds into, and its queries.
 
-``apply(state, record)`` is the only code that changes agent state. The actor
-calls it on each record it has just sealed (the dict whose canonical bytes go
-to disk), and startup calls it on each verified record of the file, so the
-live state and the replayed state are the same by construction.
+Only the folds change it: ``apply`` (``agents_runtime.core.records``) runs
+the fold of each record's kind, as the entry of that kind declares it in its
+concept module. The actor calls it on each record it has just sealed (the
+dict whose canonical bytes go to disk), and startup calls it on each
+verified record of the file, so the live state and the replayed state are
+the same by construction.
 """
 
 from __future__ import annotations
@@ -12,24 +14,25 @@ from array import array
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agents_runtime.core.grants import Grant, match_of
 from agents_runtime.core.money import ZERO
-from agents_runtime.core.policy import Policy, charge_for, parse_policy
-from agents_runtime.core.vocabulary import ActionStatus, Decision, Outcome, ReasonCode, Severity
-from agents_runtime.errors import LogReadError
+from agents_runtime.core.vocabulary import ActionStatus, Decision, Outcome
+from agents_runtime.errors import LogReadError, UnknownAction
 from agents_runtime.log.canonical import dumps, loads_trusted
-from agents_runtime.log.kinds import Kind, table
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, Sealed, timestamp_micros
+
+if TYPE_CHECKING:
+    from agents_runtime.core.grants import Grant
+    from agents_runtime.core.policy import Policy
 
 # Lines of earlier records by seq (canonical bytes, no newline): what a view
 # quotes, read from the store by the runtime before the view runs.
 Lines = Mapping[int, bytes]
-
-SCAR_WEIGHTS = {Severity.MINOR: 1, Severity.MODERATE: 3, Severity.SEVERE: 10, Severity.FATAL: 0}
+NO_LINES: Lines = {}
 
 
 def parse_ts(ts: str) -> float:
@@ -55,7 +58,7 @@ def note_ts(ts: str, value: float) -> None:
 
 
 # One byte per action says where it stands; an outcome is kept as its own status.
-_STATUS_CODES: dict[str, int] = {
+STATUS_CODES: dict[str, int] = {
     ActionStatus.REQUESTED: 0,
     ActionStatus.PENDING_APPROVAL: 1,
     ActionStatus.ALLOWED: 2,
@@ -76,10 +79,8 @@ _STATUS_NAMES = (
     ActionStatus.CANCELLED,
 )
 _OUTCOMES = (None, None, None, None, Outcome.SUCCESS, Outcome.FAILURE, Outcome.HARMFUL, None)
-_ALLOWED_CODE = _STATUS_CODES[ActionStatus.ALLOWED]
-_DENIED_CODE = _STATUS_CODES[ActionStatus.DENIED]
-_PENDING_CODE = _STATUS_CODES[ActionStatus.PENDING_APPROVAL]
-_ACTION_REQUESTED = Kind.ACTION_REQUESTED  # compared per decision record folded
+_DENIED_CODE = STATUS_CODES[ActionStatus.DENIED]
+_PENDING_CODE = STATUS_CODES[ActionStatus.PENDING_APPROVAL]
 
 
 @attrs.define(slots=True)
@@ -160,7 +161,7 @@ class AgentState:
     policy: Policy | None = None
     head: Head = attrs.field(factory=Head.empty)
     last_ts: str = ""
-    last_record: dict[str, Any] | None = None  # the newest record (agent.finish_interrupted)
+    last_record: dict[str, Any] | None = None  # the newest record (behaviour.finish_interrupted)
     # budget - spent; spent is derived from it, since every request reads
     # remaining several times and only a status reads spent.
     remaining: Decimal = ZERO
@@ -213,6 +214,23 @@ def action_number(state: AgentState, action_id: str) -> int | None:
         return None
     n = int(digits)
     return n if n <= len(state.action_seqs) else None
+
+
+def action_of(state: AgentState, record: dict[str, Any]) -> int:
+    """n of the action a record names, for its fold: KeyError when the agent
+    has no such action (the record does not apply)."""
+    n = action_number(state, record["action_id"])
+    if n is None:
+        raise KeyError(record["action_id"])
+    return n
+
+
+def known_action(state: AgentState, action_id: str) -> int:
+    """The number of the agent's action ``action_id``, or UnknownAction."""
+    n = action_number(state, action_id)
+    if n is None:
+        raise UnknownAction(f"no action {action_id} for agent {state.agent_id}")
+    return n
 
 
 def action_status(state: AgentState, n: int) -> ActionStatus:
@@ -316,241 +334,6 @@ def first_decision(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
             decision["receipt"] = receipt(lines[seq], lines[seq + 1])
         return decision
     return {"decision": Decision.DENIED, "action_id": action_id, "reason": record["reason"]}
-
-
-def apply(state: AgentState, record: dict[str, Any]) -> AgentState:
-    """Fold one verified record into ``state`` (in place) and return it."""
-    kind = record["kind"]
-    handler = _APPLY.get(kind)
-    if handler is not None:
-        handler(state, record)
-    state.head = Head(record["seq"], record["hash"])
-    state.last_ts = record["ts"]
-    state.last_record = record
-    return state
-
-
-def _genesis(state: AgentState, r: dict[str, Any]) -> None:
-    state.public_key = r["public_key"]
-
-
-def _policy(state: AgentState, r: dict[str, Any]) -> None:
-    spent = state.spent
-    policy = state.policy = parse_policy(r["policy"])
-    state.remaining = policy.budget - spent
-    # A held action is charged under the policy in force when it is approved.
-    for action in state.pending.values():
-        action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
-    state.expiry_dirty = True
-
-
-def _requested(state: AgentState, r: dict[str, Any]) -> None:
-    if r["action_id"] != state.next_action_id:
-        raise ValueError(f"{r['action_id']} requested where {state.next_action_id} comes next")
-    n = len(state.action_seqs) + 1
-    seq = r["seq"]
-    try:
-        state.action_seqs.append(seq)
-    except OverflowError:  # 4 bytes a seq until a log has 2^32 records
-        state.action_seqs = array("q", state.action_seqs)
-        state.action_seqs.append(seq)
-    state.action_status.append(0)
-    state.next_action_id = f"act-{n + 1}"
-    key = r.get("idempotency_key")
-    if key is not None:
-        state.idempotency[key] = n
-
-
-def _number(state: AgentState, r: dict[str, Any]) -> int:
-    n = action_number(state, r["action_id"])
-    if n is None:
-        raise KeyError(r["action_id"])
-    return n
-
-
-def _request_before(state: AgentState, r: dict[str, Any]) -> dict[str, Any] | None:
-    """The action_requested record of ``r``'s action if it is the newest record."""
-    requested = state.last_record
-    if (
-        requested is not None
-        and requested["kind"] == _ACTION_REQUESTED
-        and requested["action_id"] == r["action_id"]
-    ):
-        return requested
-    return None
-
-
-def _not_after_request(r: dict[str, Any]) -> ValueError:
-    return ValueError(f"{r['kind']} of {r['action_id']} does not follow its request")
-
-
-def _just_requested(state: AgentState, r: dict[str, Any]) -> dict[str, Any]:
-    # A decision made at request time is written right after the request.
-    requested = _request_before(state, r)
-    if requested is None:
-        raise _not_after_request(r)
-    return requested
-
-
-def _approval_required(state: AgentState, r: dict[str, Any]) -> None:
-    n = _number(state, r)
-    q = _just_requested(state, r)
-    action = Action(request=q, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
-    state.expiry_dirty = True
-    state.held[action.action_id] = action
-    state.pending[action.action_id] = action
-    state.action_status[n - 1] = _PENDING_CODE
-
-
-def _decided(state: AgentState, r: dict[str, Any]) -> tuple[int, Action | None, str]:
-    """The action a decision record is about, its held Action if any (which
-    must be pending; any other must be just requested), and its tool."""
-    requested = _request_before(state, r)
-    if requested is not None:
-        # Decided at request time, the common case: the newest action, which
-        # is neither decided nor pending yet.
-        return len(state.action_seqs), None, requested["tool"]
-    n = _number(state, r)
-    action = state.pending.pop(r["action_id"], None)
-    if action is not None:
-        return n, action, action.tool
-    if state.action_status[n - 1] != 0:
-        raise ValueError(f"{r['action_id']} is decided already")
-    raise _not_after_request(r)
-
-
-def _allowed(state: AgentState, r: dict[str, Any]) -> None:
-    n, action, tool = _decided(state, r)
-    cost = r["cost"]
-    if type(cost) is not Decimal:  # an int, as a line is read back
-        cost = Decimal(cost)
-    if action is not None:
-        action.cost = cost
-        action.approved_by = r.get("approved_by")
-        action.note = r.get("note")
-        action.decided_at = r["ts"]
-        if "request_hash" in r:
-            action.receipt_seq = r["seq"]
-    state.action_status[n - 1] = _ALLOWED_CODE
-    if "grant_id" in r:  # drawn on a grant instead of a person's approval
-        grant = state.grants[r["grant_id"]]
-        grant.calls += 1
-        grant.spent += cost
-    state.remaining -= cost
-    state.actions_allowed += 1
-    state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
-    state.allowed_times.append(parse_ts(r["ts"]))
-
-
-def _deny(state: AgentState, r: dict[str, Any], reason: dict[str, Any]) -> None:
-    n, action, _ = _decided(state, r)
-    if action is not None:
-        action.reason = reason
-        action.decided_at = r["ts"]
-    state.action_status[n - 1] = _DENIED_CODE
-    state.actions_denied += 1
-
-
-def _denied(state: AgentState, r: dict[str, Any]) -> None:
-    _deny(state, r, r["reason"])
-
-
-def _rejected(state: AgentState, r: dict[str, Any]) -> None:
-    if r["action_id"] not in state.pending:
-        raise ValueError(f"{r['action_id']} is not pending approval")
-    _deny(state, r, {"code": ReasonCode.REJECTED, "by": r["by"], "reason": r["reason"]})
-
-
-def _expired(state: AgentState, r: dict[str, Any]) -> None:
-    if r["action_id"] not in state.pending:
-        raise ValueError(f"{r['action_id']} is not pending approval")
-    _deny(state, r, {"code": ReasonCode.APPROVAL_EXPIRED, "timeout_secs": r["timeout_secs"]})
-
-
-def _cancelled(state: AgentState, r: dict[str, Any]) -> None:
-    action = state.pending.pop(r["action_id"], None)
-    if action is None:
-        raise ValueError(f"{r['action_id']} is not pending approval")
-    reason: dict[str, Any] = {"code": ReasonCode.CANCELLED, "by": r["by"]}
-    if "reason" in r:
-        reason["reason"] = r["reason"]
-    action.reason = reason
-    action.decided_at = r["ts"]
-    # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
-    state.action_status[_number(state, r) - 1] = _STATUS_CODES[ActionStatus.CANCELLED]
-
-
-def _grant_issued(state: AgentState, r: dict[str, Any]) -> None:
-    grant_id = r["grant_id"]
-    if grant_id != f"grt-{len(state.grants) + 1}":
-        raise ValueError(f"{grant_id} issued where grt-{len(state.grants) + 1} comes next")
-    max_cost = r["max_cost"]
-    if state.grants is NO_GRANTS:
-        state.grants = {}
-    state.grants[grant_id] = Grant(
-        grant_id=grant_id,
-        seq=r["seq"],
-        issued_at=r["ts"],
-        tool=r["tool"],
-        by=r["by"],
-        note=r.get("note"),
-        max_calls=r["max_calls"],
-        max_cost=None if max_cost is None else Decimal(max_cost),
-        expires_at=r["expires_at"],
-        expires=datetime.fromisoformat(r["expires_at"]).timestamp(),
-        input_match=r["input_match"],
-        match=match_of(r["input_match"]),
-    )
-
-
-def _grant_revoked(state: AgentState, r: dict[str, Any]) -> None:
-    grant = state.grants[r["grant_id"]]
-    if grant.revoked_by is not None:
-        raise ValueError(f"{r['grant_id']} is revoked already")
-    grant.revoked_by = r["by"]
-    grant.revoked_at = r["ts"]
-    grant.revoke_reason = r.get("reason")
-
-
-def _outcome(state: AgentState, r: dict[str, Any]) -> None:
-    n = _number(state, r)
-    if state.action_status[n - 1] != _ALLOWED_CODE:
-        raise ValueError(f"{r['action_id']} is not allowed, or has its outcome already")
-    state.action_status[n - 1] = _STATUS_CODES[r["outcome"]]
-
-
-def _scar(state: AgentState, r: dict[str, Any]) -> None:
-    severity = r["severity"]
-    state.scars.append(Scar(r["seq"], severity, r["reason"], r.get("action_id")))
-    state.scar_score += SCAR_WEIGHTS[severity]
-
-
-def _terminated(state: AgentState, r: dict[str, Any]) -> None:
-    state.alive = False
-    state.termination_reason = r["reason"]
-    state.terminated_by = r["by"]
-
-
-# Every kind has its fold (``table`` refuses to build without one): the
-# place a new kind's effect on the state goes (``agents_runtime.log.kinds``).
-_APPLY = table(
-    {
-        Kind.GENESIS: _genesis,
-        Kind.POLICY: _policy,
-        Kind.ACTION_REQUESTED: _requested,
-        Kind.APPROVAL_REQUIRED: _approval_required,
-        Kind.ACTION_ALLOWED: _allowed,
-        Kind.ACTION_DENIED: _denied,
-        Kind.ACTION_REJECTED: _rejected,
-        Kind.APPROVAL_EXPIRED: _expired,
-        Kind.ACTION_CANCELLED: _cancelled,
-        Kind.OUTCOME: _outcome,
-        Kind.SCAR: _scar,
-        Kind.TERMINATED: _terminated,
-        Kind.GRANT_ISSUED: _grant_issued,
-        Kind.GRANT_REVOKED: _grant_revoked,
-    }
-)
 
 
 # Views: the JSON shapes of the HTTP API (docs/api.md), built from state.

@@ -83,3 +83,11 @@ class GrantStatus(StrEnum):
     EXPIRED = "expired"
     REVOKED = "revoked"
     USED_UP = "used_up"
+
+
+# Who a record or a command names in ``by`` and ``role``, besides the names
+# operators give: plain strings, compared and written as they are.
+SYSTEM = "system"  # the service on its own (automatic scars and terminations)
+OPERATOR = "operator"  # a scar added with the scar endpoint and no name
+ADMIN = "admin"  # the admin token's role
+AGENT = "agent"  # an agent token's role

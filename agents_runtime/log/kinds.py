@@ -13,21 +13,26 @@ up per record are built with ``table``, which keys them by the plain values.
 A member cannot be a key of a dict that is written as JSON: orjson takes only
 exact ``str`` keys (``tests/agents_runtime/log/test_kinds.py`` pins both).
 
-Adding a record kind:
+Adding a record kind (and the command that writes it):
 
 1. Add a member to ``Kind`` below; its value is the ``kind`` on the wire.
-2. Give it a fold handler in ``_APPLY`` of ``agents_runtime/core/state.py``.
-   That table is built with ``table``, so the service does not start until
-   the new kind has one (``complete=True``).
-3. Write it from the behaviour (``agents_runtime/core/behaviour.py``), and if
-   a crash can cut a command short right after it, say in
-   ``finish_interrupted`` there what finishing that command writes.
-4. Document it in ``docs/records.md``: a ``## `<kind>` `` section with its
-   fields, when it is written and what folding it does, and its row in the
-   table of commands. ``tests/agents_runtime/log/test_kinds.py`` fails until
-   the section is there, and the OpenAPI document lists it by itself.
-5. If a command of its own writes it, teach ``audit/replay.py`` that command
-   (``command_for``), so ``audit replay`` can re-decide logs that hold it.
+2. In the concept module of ``agents_runtime/core/`` it belongs to (or a new
+   one, listed once in ``records.CONCEPTS``), declare the command (a frozen
+   attrs subclass of ``entries.Command``) with its ``CommandEntry`` (its
+   handler: a generator that yields the record, or a view; what it
+   ``reads``), and the kind's ``KindEntry``: its fold, what finishing a
+   command cut short after it writes, the command ``audit replay`` rebuilds
+   from it, how it follows the record before it within one command, its
+   description, what webhooks announce and what ``--policy`` does with it.
+   Every part is a required argument, and ``records.KINDS`` and
+   ``behaviour.COMMANDS`` refuse to build without an entry for every kind
+   and command: the service does not start until the new ones are complete
+   (``tests/agents_runtime/core/test_entries.py`` names the gap).
+3. Document it in ``docs/records.md``: a ``## `<kind>` `` section with its
+   fields, when it is written, what folding it does and the module that
+   declares it, and its row in the table of commands.
+   ``tests/agents_runtime/log/test_kinds.py`` fails until the section is
+   there, and the OpenAPI document lists it by itself.
 """
 
 from __future__ import annotations

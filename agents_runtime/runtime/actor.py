@@ -38,11 +38,11 @@ from agents_runtime.core.behaviour import (
     finish_interrupted,
     run_steps,
 )
+from agents_runtime.core.records import apply
 from agents_runtime.core.state import (
     AgentState,
     Lines,
     action_number,
-    apply,
     next_deadline,
     note_ts,
     parse_ts,

@@ -30,7 +30,8 @@ import attrs
 
 from agents_runtime.core.commands import GetStatus
 from agents_runtime.core.policy import Policy, policy_json
-from agents_runtime.core.state import AgentState, apply, status_json
+from agents_runtime.core.records import apply
+from agents_runtime.core.state import AgentState, status_json
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import attrs
 
-from agents_runtime.core.state import AgentState, apply
+from agents_runtime.core.records import apply
+from agents_runtime.core.state import AgentState
 from agents_runtime.errors import VerificationError
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.store import LogContents, LogStore

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.state import AgentState, apply
+from agents_runtime.core.records import apply
+from agents_runtime.core.state import AgentState
 from agents_runtime.errors import LogReadError
 from tests.agents_runtime.support import policy, running_agent
 

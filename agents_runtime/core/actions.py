@@ -1,0 +1,330 @@
+"""Actions: an agent asks to act, and reports what came of it.
+
+A request (``RequestAction``) writes ``action_requested`` and then its
+decision (``decisions.conclude``); a request the policy would hold for
+approval is allowed at once when a grant covers it. A repeated
+``Idempotency-Key`` writes nothing and answers with the first decision. An
+allowed action's outcome (``ReportOutcome``) adds a scar when it failed or
+did harm. ``GetAction`` shows one action; ``WatchAction`` (a long-poll) is
+answered by the actor itself.
+"""
+
+from __future__ import annotations
+
+from array import array
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from agents_runtime.core.checks import Verdict, decide
+from agents_runtime.core.decisions import conclude
+from agents_runtime.core.entries import (
+    Command,
+    CommandEntry,
+    Dropped,
+    KindEntry,
+    Record,
+    Steps,
+    announces_nothing,
+    as_is,
+    never_continues,
+    no_description,
+    replayed,
+    settles_nothing,
+)
+from agents_runtime.core.grants import drawable
+from agents_runtime.core.scars import add_scar
+from agents_runtime.core.state import (
+    STATUS_CODES,
+    AgentState,
+    Lines,
+    action_json,
+    action_number,
+    action_of,
+    action_outcome,
+    action_reads,
+    action_status,
+    first_decision,
+    first_decision_reads,
+    known_action,
+    parse_line,
+    parse_ts,
+    status_json,
+)
+from agents_runtime.core.vocabulary import ADMIN, SYSTEM, ActionStatus, Decision, Outcome, Severity
+from agents_runtime.errors import AgentUnavailable, Forbidden, IdempotencyConflict, InvalidState
+from agents_runtime.log.canonical import dumps
+from agents_runtime.log.kinds import Kind
+
+OUTCOME_SCARS: dict[str, Severity | None] = {
+    Outcome.SUCCESS: None,
+    Outcome.FAILURE: Severity.MINOR,
+    Outcome.HARMFUL: Severity.SEVERE,
+}
+
+# Compared or written for every request: aliases spare the lookup of a member
+# on its enum class.
+_ALLOWED = Decision.ALLOWED
+_PENDING = Decision.PENDING_APPROVAL
+_REQUESTED = ActionStatus.REQUESTED
+_ACTION_REQUESTED = Kind.ACTION_REQUESTED
+_ALLOWED_CODE = STATUS_CODES[ActionStatus.ALLOWED]
+
+
+@attrs.frozen
+class RequestAction(Command):
+    tool: str
+    input: Any = None
+    cost: Decimal | None = None
+    idempotency_key: str | None = None
+
+
+@attrs.frozen
+class GetAction(Command):
+    action_id: str
+
+
+@attrs.frozen
+class WatchAction(Command):
+    """Reply: a future that completes when the action leaves pending_approval."""
+
+    action_id: str
+
+
+@attrs.frozen
+class ReportOutcome(Command):
+    action_id: str
+    outcome: str  # success, failure, harmful
+    role: str  # ADMIN or AGENT
+    detail: str | None = None
+
+
+# -- a request --------------------------------------------------------------------------
+
+
+def _same_request(state: AgentState, n: int, cmd: RequestAction, lines: Lines) -> bool:
+    held = state.held.get(f"act-{n}")
+    requested = held.request if held is not None else parse_line(lines, state.action_seqs[n - 1])
+    first = {
+        "tool": requested["tool"],
+        "input": requested["input"],
+        "cost": requested["requested_cost"],
+    }
+    again = {"tool": cmd.tool, "input": cmd.input, "cost": cmd.cost}
+    return dumps(first) == dumps(again)
+
+
+def _repeated(state: AgentState, cmd: RequestAction) -> int | None:
+    """The number of the action an Idempotency-Key repeat names, if any."""
+    key = cmd.idempotency_key
+    return None if key is None else state.idempotency.get(key)
+
+
+def request_reads(state: AgentState, cmd: RequestAction) -> tuple[int, ...]:
+    earlier = _repeated(state, cmd)
+    if earlier is None or action_status(state, earlier) == _REQUESTED:
+        return ()
+    return first_decision_reads(state, earlier)
+
+
+def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lines) -> Steps:
+    earlier = _repeated(state, cmd)
+    if earlier is not None:
+        if action_status(state, earlier) == _REQUESTED:
+            # Only a read-only or fenced guardd keeps a request a crash cut
+            # short undecided (it cannot write the decision).
+            raise AgentUnavailable(
+                f"act-{earlier} was cut short by a crash and guardd cannot decide it now"
+            )
+        if not _same_request(state, earlier, cmd, lines):
+            raise IdempotencyConflict(
+                f"Idempotency-Key was first used for act-{earlier} with a different body"
+            )
+        return first_decision(state, earlier, lines)
+    action_id = state.next_action_id
+    verdict = decide(state, cmd.tool, cmd.cost, now)
+    verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)
+    fields: dict[str, Any] = {
+        "kind": _ACTION_REQUESTED,
+        "action_id": action_id,
+        "tool": cmd.tool,
+        "input": cmd.input,
+        "requested_cost": cmd.cost,
+        "cost": verdict.charge,
+    }
+    if cmd.idempotency_key is not None:
+        fields["idempotency_key"] = cmd.idempotency_key
+    requested = yield fields
+    return (yield from conclude(state, action_id, verdict, requested, grant=grant))
+
+
+def _draw(
+    state: AgentState, verdict: Verdict, tool: str, tool_input: Any, now: float
+) -> tuple[Verdict, str | None]:
+    """A request the policy would hold for approval, allowed on a grant with
+    room left (every check has passed already), and that grant's ID; any
+    other verdict as it is."""
+    if verdict.decision != _PENDING or not state.grants:
+        return verdict, None
+    grant = drawable(state.grants, tool, tool_input, verdict.charge, now)
+    if grant is None:
+        return verdict, None
+    return Verdict(_ALLOWED, verdict.charge), grant.grant_id
+
+
+def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...]:
+    n = action_number(state, cmd.action_id)
+    return () if n is None else action_reads(state, n)
+
+
+def get_action(state: AgentState, cmd: GetAction, now: float, lines: Lines) -> Any:
+    return action_json(state, known_action(state, cmd.action_id), lines)
+
+
+def _fold_requested(state: AgentState, r: Record) -> None:
+    if r["action_id"] != state.next_action_id:
+        raise ValueError(f"{r['action_id']} requested where {state.next_action_id} comes next")
+    n = len(state.action_seqs) + 1
+    seq = r["seq"]
+    try:
+        state.action_seqs.append(seq)
+    except OverflowError:  # 4 bytes a seq until a log has 2^32 records
+        state.action_seqs = array("q", state.action_seqs)
+        state.action_seqs.append(seq)
+    state.action_status.append(0)
+    state.next_action_id = f"act-{n + 1}"
+    key = r.get("idempotency_key")
+    if key is not None:
+        state.idempotency[key] = n
+
+
+def _finish_request(state: AgentState, last: Record) -> Steps:
+    # Decided as the handler would have: same checks, at the request's ts.
+    cost = last["requested_cost"]
+    requested_cost = None if cost is None else Decimal(cost)
+    now = parse_ts(last["ts"])
+    verdict = decide(state, last["tool"], requested_cost, now)
+    verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
+    yield from conclude(state, last["action_id"], verdict, last, grant=grant)
+
+
+def _decimal(value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    if type(value) is int or isinstance(value, Decimal):
+        return Decimal(value)
+    raise ValueError(f"requested_cost {value!r} is not a number")
+
+
+def _request_of(record: Record) -> RequestAction:
+    return RequestAction(
+        tool=record["tool"],
+        input=record["input"],
+        cost=_decimal(record["requested_cost"]),
+        idempotency_key=record.get("idempotency_key"),
+    )
+
+
+def _settles_requested(record: Record) -> str:
+    return ActionStatus.REQUESTED
+
+
+# -- an outcome -------------------------------------------------------------------------
+
+
+def report_outcome(state: AgentState, cmd: ReportOutcome, now: float, lines: Lines) -> Steps:
+    if cmd.outcome == Outcome.HARMFUL and cmd.role != ADMIN:
+        raise Forbidden("only the admin token may report a harmful outcome")
+    n = known_action(state, cmd.action_id)
+    status = action_status(state, n)
+    if status != ActionStatus.ALLOWED:
+        outcome = action_outcome(state, n)
+        if outcome is not None:
+            raise InvalidState(f"action {cmd.action_id} already has outcome {outcome}")
+        raise InvalidState(f"action {cmd.action_id} is {status}, not allowed")
+    fields: dict[str, Any] = {
+        "kind": Kind.OUTCOME,
+        "action_id": cmd.action_id,
+        "outcome": cmd.outcome,
+        "by": cmd.role,
+    }
+    if cmd.detail is not None:
+        fields["detail"] = cmd.detail
+    yield fields
+    yield from _outcome_scar(state, cmd.action_id, cmd.outcome, cmd.detail)
+    return status_json(state)
+
+
+def _outcome_scar(state: AgentState, action_id: str, outcome: str, detail: str | None) -> Steps:
+    severity = OUTCOME_SCARS[outcome]
+    if severity is not None:
+        reason = f"outcome: {outcome}" + (f": {detail}" if detail else "")
+        yield from add_scar(state, severity, reason, action_id, SYSTEM)
+
+
+def _fold_outcome(state: AgentState, r: Record) -> None:
+    n = action_of(state, r)
+    if state.action_status[n - 1] != _ALLOWED_CODE:
+        raise ValueError(f"{r['action_id']} is not allowed, or has its outcome already")
+    state.action_status[n - 1] = STATUS_CODES[r["outcome"]]
+
+
+def _finish_outcome(state: AgentState, last: Record) -> Steps:
+    yield from _outcome_scar(state, last["action_id"], last["outcome"], last.get("detail"))
+
+
+def _outcome_of(record: Record) -> ReportOutcome:
+    return ReportOutcome(record["action_id"], record["outcome"], record["by"], record.get("detail"))
+
+
+def _describe_outcome(record: Record) -> str:
+    return str(record.get("outcome"))
+
+
+def _only_if_allowed(state: AgentState, record: Record) -> Dropped | None:
+    # An outcome is replayed for an action the candidate allows, dropped otherwise.
+    n = action_number(state, record["action_id"])
+    allowed = n is not None and action_status(state, n) == ActionStatus.ALLOWED
+    return None if allowed else Dropped.OUTCOME
+
+
+KIND_ENTRIES = (
+    KindEntry(
+        kind=Kind.ACTION_REQUESTED,
+        fold=_fold_requested,
+        finish=_finish_request,
+        starts=_request_of,
+        continues=never_continues,
+        describe=no_description,
+        as_written=as_is,
+        told_apart_by_description=False,
+        # Folded even where the policy refuses it, so later action IDs line up.
+        folded_when_refused=True,
+        announces=announces_nothing,
+        settles=_settles_requested,
+        under_candidate=replayed,
+    ),
+    KindEntry(
+        kind=Kind.OUTCOME,
+        fold=_fold_outcome,
+        finish=_finish_outcome,
+        starts=_outcome_of,
+        continues=never_continues,
+        describe=_describe_outcome,
+        as_written=as_is,
+        told_apart_by_description=False,
+        folded_when_refused=False,
+        announces=announces_nothing,
+        settles=settles_nothing,
+        under_candidate=_only_if_allowed,
+    ),
+)
+
+COMMAND_ENTRIES = (
+    CommandEntry(command=RequestAction, writes=request_action, view=None, reads=request_reads),
+    CommandEntry(command=GetAction, writes=None, view=get_action, reads=get_action_reads),
+    CommandEntry(command=ReportOutcome, writes=report_outcome, view=None, reads=None),
+    # A long-poll: the actor answers it itself, when the action is decided.
+    CommandEntry(command=WatchAction, writes=None, view=None, reads=None),
+)
