@@ -2,15 +2,16 @@
 one ``CommandEntry`` per command, and ``Command``, the base of every command.
 
 A concept module (``actions``, ``decisions``, ``scars``, ``termination``,
-``agent``, ``grants``) declares its commands and record kinds here, each with
-every part that knows it; ``records`` gathers the kind entries into
-``KINDS`` and ``behaviour`` the command entries into ``COMMANDS``, and
-everything that used to branch on a kind or a command reads those tables
-instead: the fold, ``finish_interrupted``, ``audit replay`` and ``--policy``,
-the webhooks. An entry cannot be made without each of its parts (they are
-keyword arguments without defaults, checked when the module is imported),
-and a table cannot be built without an entry for every kind or command, so
-a part or an entry left out stops the import and names what is missing.
+``agent``, ``grants``) declares its commands and record kinds with these,
+each with every part that knows it; ``records`` gathers the kind entries
+into ``KINDS`` and ``behaviour`` the command entries into ``COMMANDS``, and
+whatever needs to know a kind or a command reads those tables: the fold,
+``finish_interrupted``, ``audit replay`` and ``--policy``, the webhooks. An
+entry cannot be made without each part every kind must answer (keyword
+arguments without defaults, checked when the module is imported; the three
+that only one kind needs default to what the others do), and a table cannot
+be built without an entry for every kind or command, so a part or an entry
+left out stops the import and names what is missing.
 
 Where a kind has nothing to say for a part, its entry says so with one of
 the named parts below (``nothing_follows``, ``no_command``, ...), so that
@@ -47,8 +48,8 @@ class Command:
 
 
 class ByTimer(enum.Enum):
-    """What ``starts`` gives for a record the actor's timer writes (the
-    agent's ``expire_due``), not a command: replay runs the timer there."""
+    """What ``starts`` gives for a record the actor's timer writes
+    (``decisions.expire_due``), not a command: replay runs the timer there."""
 
     BY_TIMER = "by the timer"
 
@@ -80,12 +81,69 @@ UnderCandidate = Callable[["AgentState", Record], "Dropped | None"]
 Handler = Callable[["AgentState", Any, float, "Lines"], Any]
 Reads = Callable[["AgentState", Any], tuple[int, ...]]
 
+
+def json_text(value: Any) -> str:
+    """A value as its canonical JSON, for a record's description."""
+    return canonical.dumps(value).decode()
+
+
+# Named parts, for a kind that has nothing to say for one.
+
+
+def nothing_follows(state: AgentState, record: Record) -> Steps:
+    """``finish``: no record follows this one within its command."""
+    yield from ()
+
+
+def no_command(record: Record) -> None:
+    """``starts``: no command starts with this record."""
+    return None
+
+
+def never_continues(record: Record, previous: Record) -> bool:
+    """``continues``: the record always starts a command of its own (or is
+    written by none)."""
+    return False
+
+
+def no_description(record: Record) -> str:
+    """``describe``: kind and action ID say enough."""
+    return ""
+
+
+def as_is(expected: Record, actual: Record) -> Record:
+    """``as_written``: the service has always written this kind the same way."""
+    return expected
+
+
+def announces_nothing(record: Record, requested: Record | None) -> None:
+    """``announces``: webhooks say nothing of this kind."""
+    return None
+
+
+def settles_nothing(record: Record) -> None:
+    """``settles``: the record leaves its action's decision as it was."""
+    return None
+
+
+def replayed(state: AgentState, record: Record) -> None:
+    """``under_candidate``: the step is run on the candidate's state as it was."""
+    return None
+
+
+def left_out(state: AgentState, record: Record) -> Dropped:
+    """``under_candidate``: the candidate's own; never run from the history."""
+    return Dropped.LEFT_OUT
+
+
 _callable: Any = attrs.validators.is_callable()
 
 
 @attrs.frozen(kw_only=True)
 class KindEntry:
-    """Everything the code knows about one record kind."""
+    """Everything the code knows about one record kind. Every part but the
+    last three must be given; those three are exceptions that one kind
+    needs, and default to what every other kind does."""
 
     kind: Kind = attrs.field(validator=attrs.validators.instance_of(Kind))
     # The fold: what the record changes in the agent's state (``records.apply``).
@@ -94,26 +152,16 @@ class KindEntry:
     # writes (``behaviour.finish_interrupted``): the same records the handler
     # would have written after it.
     finish: Finish = attrs.field(validator=_callable)
-    # ``audit replay``: the command whose handling starts with this record,
-    # rebuilt from it; a message when it cannot be rebuilt; ``BY_TIMER``; or
-    # None when no command starts with it (it follows another record).
-    starts: Starts = attrs.field(validator=_callable)
     # ``audit replay``: whether the record, after ``previous``, is a later
     # record of the same command (where a departing command ends).
     continues: Continues = attrs.field(validator=_callable)
     # ``audit replay``: the words after kind and action ID that tell the
     # record apart in a report ("" for none).
     describe: Describe = attrs.field(validator=_callable)
-    # ``audit replay``: a record the behaviour writes as the service wrote it
-    # when the log's record was written (older logs lack some fields).
-    as_written: AsWritten = attrs.field(validator=_callable)
-    # ``audit replay``: whether two records of this kind whose descriptions
-    # differ are reported as different records rather than as one record
-    # whose fields differ (a denial for another reason is another denial).
-    told_apart_by_description: bool = attrs.field(validator=attrs.validators.instance_of(bool))
-    # ``audit replay``: whether a record of this kind is folded as written
-    # even where the command it starts is refused (action IDs must line up).
-    folded_when_refused: bool = attrs.field(validator=attrs.validators.instance_of(bool))
+    # ``audit replay``: the command whose handling starts with this record,
+    # rebuilt from it; a message when it cannot be rebuilt; ``BY_TIMER``; or
+    # None when no command starts with it (it follows another record).
+    starts: Starts = attrs.field(validator=_callable)
     # Webhooks: the event type and the data (beyond agent, seq and ts) the
     # committed record announces, or None; ``requested`` is the action's
     # ``action_requested`` record when the caller has it.
@@ -124,6 +172,20 @@ class KindEntry:
     # ``audit replay --policy``: why the step the record starts is left out
     # on the candidate's state, or None to run it.
     under_candidate: UnderCandidate = attrs.field(validator=_callable)
+    # ``audit replay``: a record the behaviour writes, as the service wrote
+    # it when the log's record was written (older logs lack some fields).
+    as_written: AsWritten = attrs.field(default=as_is, validator=_callable)
+    # ``audit replay``: whether two records of this kind whose descriptions
+    # differ are reported as different records rather than as one record
+    # whose fields differ (a denial for another reason is another denial).
+    told_apart_by_description: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool)
+    )
+    # ``audit replay``: whether a record of this kind is folded as written
+    # even where the command it starts is refused (action IDs must line up).
+    folded_when_refused: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -196,57 +258,3 @@ def _subclasses(cls: type) -> list[type]:
             found.append(sub)
         found.extend(_subclasses(sub))
     return found
-
-
-def json_text(value: Any) -> str:
-    """A value as its canonical JSON, for a record's description."""
-    return canonical.dumps(value).decode()
-
-
-# Named parts, for a kind that has nothing to say for one.
-
-
-def nothing_follows(state: AgentState, record: Record) -> Steps:
-    """``finish``: no record follows this one within its command."""
-    yield from ()
-
-
-def no_command(record: Record) -> None:
-    """``starts``: no command starts with this record."""
-    return None
-
-
-def never_continues(record: Record, previous: Record) -> bool:
-    """``continues``: the record always starts a command of its own (or is
-    written by none)."""
-    return False
-
-
-def no_description(record: Record) -> str:
-    """``describe``: kind and action ID say enough."""
-    return ""
-
-
-def as_is(expected: Record, actual: Record) -> Record:
-    """``as_written``: the service has always written this kind the same way."""
-    return expected
-
-
-def announces_nothing(record: Record, requested: Record | None) -> None:
-    """``announces``: webhooks say nothing of this kind."""
-    return None
-
-
-def settles_nothing(record: Record) -> None:
-    """``settles``: the record leaves its action's decision as it was."""
-    return None
-
-
-def replayed(state: AgentState, record: Record) -> None:
-    """``under_candidate``: the step is run on the candidate's state as it was."""
-    return None
-
-
-def left_out(state: AgentState, record: Record) -> Dropped:
-    """``under_candidate``: the candidate's own; never run from the history."""
-    return Dropped.LEFT_OUT

@@ -37,6 +37,12 @@ from agents_runtime.log.kinds import Kind
 ROOT = Path(__file__).parents[3]
 RECORDS_MD = (ROOT / "docs" / "records.md").read_text(encoding="utf-8")
 KIND_PARTS = [field.name for field in attrs.fields(KindEntry) if field.name != "kind"]
+# The parts every kind must state; the others are exceptions one kind needs.
+REQUIRED_PARTS = [
+    field.name
+    for field in attrs.fields(KindEntry)
+    if field.name != "kind" and field.default is attrs.NOTHING
+]
 # Answered by the actor itself: a long-poll, the log's handle.
 RUNTIME_COMMANDS = {commands.WatchAction, commands.GetLogView}
 
@@ -68,7 +74,20 @@ def test_a_kind_with_two_entries_is_refused() -> None:
         kind_table([*entries, records.KINDS["scar"]])
 
 
-@pytest.mark.parametrize("part", KIND_PARTS)
+def test_the_required_parts_are_the_ones_every_kind_must_answer() -> None:
+    assert REQUIRED_PARTS == [
+        "fold",
+        "finish",
+        "continues",
+        "describe",
+        "starts",
+        "announces",
+        "settles",
+        "under_candidate",
+    ]
+
+
+@pytest.mark.parametrize("part", REQUIRED_PARTS)
 def test_an_entry_without_one_of_its_parts_cannot_be_made(part: str) -> None:
     parts = attrs.asdict(records.KINDS["scar"], recurse=False)
     del parts[part]
