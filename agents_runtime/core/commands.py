@@ -1,13 +1,12 @@
-"""Every command an agent actor accepts, by name, for those who build them.
+"""The commands guardd's routes build, by name (``c.RequestAction(...)``),
+and ``Command``, the base every command derives from, for annotations.
 
 Each command is a frozen attrs class declared in its concept module, beside
 its handler and the record kinds it writes (``actions``, ``decisions``,
 ``scars``, ``termination``, ``agent``, ``grants``); ``behaviour.COMMANDS``
-holds their entries. This module only names them all in one place, so the
-edge (guardd's routes) and the tests can write ``c.RequestAction(...)``,
-and gives ``Command``, the base every one of them derives from, for
-annotations. A new command can be imported from its own module; it does not
-have to be listed here.
+holds their entries and refuses to build without one for every command.
+This module only re-exports them: a new command is imported from its own
+module, and need not be added here.
 """
 
 from agents_runtime.core.actions import GetAction, ReportOutcome, RequestAction, WatchAction

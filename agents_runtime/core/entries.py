@@ -241,10 +241,16 @@ def command_table(entries: Iterable[CommandEntry]) -> dict[type, CommandEntry]:
         if entry.command in table:
             raise ValueError(f"two entries for command {entry.command.__name__}")
         table[entry.command] = entry
-    missing = sorted(cls.__name__ for cls in _subclasses(Command) if cls not in table)
+    missing = sorted(cls.__name__ for cls in every_command() if cls not in table)
     if missing:
         raise ValueError(f"no entry for commands {missing}")
     return table
+
+
+def every_command() -> list[type]:
+    """Every command class: the subclasses of ``Command`` of the modules
+    imported so far (``behaviour`` imports every concept module)."""
+    return _subclasses(Command)
 
 
 def _subclasses(cls: type) -> list[type]:

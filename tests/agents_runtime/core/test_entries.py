@@ -29,6 +29,7 @@ from agents_runtime.core.entries import (
     KindEntry,
     Steps,
     command_table,
+    every_command,
     kind_table,
 )
 from agents_runtime.core.state import AgentState, Lines
@@ -112,10 +113,16 @@ def test_the_fold_table_is_one_plain_dict_keyed_by_the_kind_strings() -> None:
 
 
 def test_every_command_has_exactly_one_entry() -> None:
-    named = (getattr(commands, name) for name in commands.__all__)
-    every = {x for x in named if isinstance(x, type) and issubclass(x, Command)} - {Command}
+    every = set(every_command())
     assert set(behaviour.COMMANDS) == every
     assert len(_every_command_entry()) == len(every)
+    assert Command not in every
+
+
+def test_every_command_the_edge_builds_by_name_is_a_command_with_an_entry() -> None:
+    named = (getattr(commands, name) for name in commands.__all__)
+    classes = {x for x in named if isinstance(x, type)} - {Command}
+    assert classes <= set(behaviour.COMMANDS)
 
 
 def test_the_derived_tables_cover_every_command_the_actor_does_not_answer_itself() -> None:
