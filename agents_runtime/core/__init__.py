@@ -18,8 +18,10 @@ knows a command or a kind, in one place::
     agent        genesis, the policy in force, the status (genesis, policy)
     grants       bounded grants (grant_issued, grant_revoked)
 
-They import each other in that order, upwards only: termination, scars,
-decisions, actions, agent (grants, by decisions and actions). Below them::
+They import each other one way only, as the automatic records chain
+(a scar may terminate, a denial scars, a new policy expires held actions):
+termination, then scars, decisions, actions and agent; grants only by
+actions. Below them::
 
     entries      what an entry of the two tables holds; Command, every command's base
     state        the agent's state (the model), its queries, and its JSON views
