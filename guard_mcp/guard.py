@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -119,18 +120,64 @@ class Gate:
         forward: Forward,
         progress: Progress,
     ) -> types.CallToolResult:
+        # One key for the ask, its retries by the SDK, and its repeat below.
+        key = uuid.uuid4().hex
         try:
-            # The SDK sends one new Idempotency-Key with every retry of this ask.
-            decision = await self.client.request_action(tool, arguments, cost)
+            decision = await self.client.request_action(tool, arguments, cost, key)
         except TransportError as exc:
             return tool_error(self.unreachable(exc))
         except GuardError as exc:  # an error answer, or arguments the SDK cannot send
             return tool_error(f"guard refused the request, the call was not run: {exc}")
+        except anyio.get_cancelled_exc_class():
+            # Cancelled while the ask was out: guardd may have decided it
+            # (and held it) without guard-mcp learning the action's id.
+            await self._settle_lost_ask(tool, arguments, cost, key)
+            raise
         if decision.pending:
             return await self._held(tool, decision, forward, progress)
         if decision.denied:
             return tool_error(denial_text(decision.reason, decision.action_id))
         return await self._run(decision.action_id, decision.receipt, forward)
+
+    async def _settle_lost_ask(
+        self, tool: str, arguments: dict[str, Any], cost: Decimal | None, key: str
+    ) -> None:
+        """Learn what became of an ask whose answer a cancellation lost, by
+        repeating it with the same key (guardd answers a repeat with the
+        first decision and makes no new action; it decides now an ask that
+        never reached it), and leave nothing behind: a held action is
+        withdrawn, an allowed one reported ``failure``, as it will not run.
+        Shielded, so that it is sent; bounded like a withdrawal."""
+        why = self.stopping or "cancelled by the client"
+        with anyio.move_on_after(WITHDRAW_SECONDS, shield=True) as bounded:
+            try:
+                decision = await self.client.request_action(tool, arguments, cost, key)
+            except GuardError as exc:
+                log.error(
+                    "%s %s while guardd was asked; could not learn its decision (%s): an "
+                    "action for it may stay pending, reject it at the console %s",
+                    tool,
+                    why,
+                    exc,
+                    self.console,
+                )
+                return
+            if decision.pending:
+                withdrawn = await self.withdraw(decision.action_id, why)
+                if isinstance(withdrawn, Action) and withdrawn.status == "allowed":
+                    await self._report(decision.action_id, "failure", f"{why}, not run")
+            elif decision.allowed:
+                # Charged when it was decided; it will not run.
+                await self._report(decision.action_id, "failure", f"{why}, not run")
+        if bounded.cancelled_caught:
+            log.error(
+                "%s %s while guardd was asked; guardd did not answer within %g s: an action "
+                "for it may stay pending, reject it at the console %s",
+                tool,
+                why,
+                WITHDRAW_SECONDS,
+                self.console,
+            )
 
     async def _held(
         self,

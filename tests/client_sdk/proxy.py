@@ -8,6 +8,9 @@ connections; ``plan[n]`` says what happens to request ``n``:
 - ``"drop"``: forward the request, read the service's whole answer, then close
   the client's connection without relaying it (the service acted, the client
   never hears);
+- ``"hold"``: forward it and read the service's whole answer, then relay
+  nothing and wait until the client closes the connection (an answer still on
+  its way when the client gives up);
 - ``"unavailable"``: answer 503 itself without forwarding.
 """
 
@@ -124,6 +127,9 @@ class Proxy:
                 await upstream[1].drain()
                 answer = await _read_message(upstream[0])
                 if answer is None or step == "drop":
+                    break
+                if step == "hold":
+                    await reader.read()  # until the client closes its end
                     break
                 writer.write(answer[0])
                 await writer.drain()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from client_sdk import AdminClient
+from tests.client_sdk.proxy import Proxy as GuardProxy
 from tests.guard_mcp.conftest import GUARD_MCP, UPSTREAM, Upstream, base_env, process_gone
 from tests.support.server import GuardServer
 
@@ -119,3 +120,79 @@ def test_a_signal_stops_it_while_a_call_waits_and_stdin_stays_open(
     assert f"act-1 stopped on {signum.name}; withdrawn on guardd" in err
     assert "Traceback" not in err
     assert "HTTP Request" not in err  # the HTTP library's line per request to guardd
+
+
+def _stop_with_sigterm_while_the_ask_is_out(
+    guard_url: str, token: str, upstream: Upstream, tmp_path: Path, arrived
+) -> int:
+    """Call echo through guard-mcp, SIGTERM it once ``arrived()`` says guardd
+    has decided the ask (its answer is held back on the way), and return the
+    exit status."""
+    env = base_env(guard_url, token, upstream)
+    proc = start(["--", sys.executable, str(UPSTREAM)], env, tmp_path)
+    try:
+        client = RawClient(proc)
+        client.initialize()
+        client.send("tools/call", {"name": "echo", "arguments": {"text": "lost"}})
+        while not arrived():
+            assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(EXIT_WITHIN)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_sigterm_while_the_answer_to_a_held_ask_is_on_its_way_withdraws_that_action(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"echo": {"requires_approval": True, "cost": 1}})
+    with GuardProxy(server.port, plan=["hold"]) as proxy:
+        returncode = _stop_with_sigterm_while_the_ask_is_out(
+            proxy.url, agent.token, upstream, tmp_path, lambda: admin.list_pending(agent.agent_id)
+        )
+        asks = [r for r in proxy.requests if r.path.endswith("/actions")]
+    assert returncode == 0
+    # The ask was repeated under its key: guardd answered with act-1 again.
+    assert len(asks) == 2
+    assert len({r.headers["idempotency-key"] for r in asks}) == 1
+    action = admin.get_action(agent.agent_id, "act-1")
+    assert (action.status, action.reason) == (
+        "cancelled",
+        {"code": "cancelled", "by": "agent", "reason": "guard-mcp: stopped on SIGTERM"},
+    )
+    assert admin.list_pending(agent.agent_id) == []
+    assert [r["kind"] for r in admin.log(agent.agent_id)].count("action_requested") == 1
+    assert admin.agent_status(agent.agent_id).spent == 0
+    assert upstream.calls == []
+    err = (tmp_path / "guard-mcp.err").read_text()
+    assert "act-1 stopped on SIGTERM; withdrawn on guardd" in err
+    assert "Traceback" not in err
+
+
+def test_sigterm_while_the_answer_to_an_allowed_ask_is_on_its_way_reports_it_not_run(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"echo": {"cost": 1}})
+    with GuardProxy(server.port, plan=["hold"]) as proxy:
+        returncode = _stop_with_sigterm_while_the_ask_is_out(
+            proxy.url,
+            agent.token,
+            upstream,
+            tmp_path,
+            lambda: admin.agent_status(agent.agent_id).spent == 1,
+        )
+    assert returncode == 0
+    action = admin.get_action(agent.agent_id, "act-1")
+    assert (action.status, action.outcome) == ("completed", "failure")
+    [outcome] = [r for r in admin.log(agent.agent_id) if r["kind"] == "outcome"]
+    assert outcome["detail"] == "stopped on SIGTERM, not run"
+    assert [r["kind"] for r in admin.log(agent.agent_id)].count("action_requested") == 1
+    assert admin.agent_status(agent.agent_id).spent == 1  # charged once, when decided
+    assert upstream.calls == []
+    assert "Traceback" not in (tmp_path / "guard-mcp.err").read_text()

@@ -527,3 +527,29 @@ async def test_two_tools_outside_the_docs_example_policy_terminate_the_agent(
         "denied by guard: terminated (the agent is terminated: scar_limit)"
     )
     assert upstream.calls == []
+
+
+async def test_a_call_cancelled_while_its_held_ask_is_unanswered_has_that_action_withdrawn(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"echo": {"requires_approval": True}, "pay": {}})
+    # guardd holds act-1, but its answer never reaches guard-mcp.
+    with DroppingProxy(server.port, plan=["hold"]) as proxy, anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(tmp_path, upstream, agent.token, proxy.url) as client:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(client.call_tool, "echo", {"text": "never"})
+                await wait_for(lambda: admin.list_pending(agent.agent_id))
+                tasks.cancel_scope.cancel()
+            await wait_for(lambda: "withdrawn on guardd" in stderr_of_guard_mcp(tmp_path))
+            assert text(await client.call_tool("pay", {"to": "bob", "amount": 1})).startswith(
+                "paid"
+            )
+    assert "act-1 cancelled by the client; withdrawn on guardd" in stderr_of_guard_mcp(tmp_path)
+    cancelled = admin.get_action(agent.agent_id, "act-1")
+    assert (cancelled.status, cancelled.reason) == (
+        "cancelled",
+        {"code": "cancelled", "by": "agent", "reason": "guard-mcp: cancelled by the client"},
+    )
+    assert admin.list_pending(agent.agent_id) == []
+    assert len(actions(admin, agent.agent_id, "action_requested")) == 2  # echo, then pay
+    assert [c["tool"] for c in upstream.calls] == ["pay"]
