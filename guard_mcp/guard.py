@@ -293,8 +293,17 @@ class Gate:
         try:
             result = await forward(receipt)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
+            # Shielded, so that a cancelled call is still reported; bounded,
+            # so that a guardd that does not answer cannot keep a stopping
+            # guard-mcp alive (the SDK alone would wait and retry for minutes).
+            with anyio.move_on_after(WITHDRAW_SECONDS, shield=True) as bounded:
                 await self._report(action_id, "failure", f"upstream failed: {exc!s}"[:500])
+            if bounded.cancelled_caught:
+                log.error(
+                    "could not report failure of %s to guardd within %g s",
+                    action_id,
+                    WITHDRAW_SECONDS,
+                )
             raise
         await self._report(action_id, "failure" if result.is_error else "success", None)
         return result

@@ -196,3 +196,36 @@ def test_sigterm_while_the_answer_to_an_allowed_ask_is_on_its_way_reports_it_not
     assert admin.agent_status(agent.agent_id).spent == 1  # charged once, when decided
     assert upstream.calls == []
     assert "Traceback" not in (tmp_path / "guard-mcp.err").read_text()
+
+
+def test_sigterm_during_an_upstream_call_exits_in_bounded_time_though_guardd_keeps_silent(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"stall": {}})
+    # The ask is answered; the report of the cancelled call's failure never is.
+    with GuardProxy(server.port, plan=["forward", "hold"]) as proxy:
+        env = base_env(proxy.url, agent.token, upstream)
+        proc = start(["--", sys.executable, str(UPSTREAM)], env, tmp_path)
+        try:
+            client = RawClient(proc)
+            client.initialize()
+            client.send("tools/call", {"name": "stall", "arguments": {}})
+            while not upstream.calls:
+                assert proc.poll() is None
+            proc.send_signal(signal.SIGTERM)
+            # The SDK alone would wait 30 s for the answer, then try again.
+            returncode = proc.wait(EXIT_WITHIN)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            assert proc.stdin is not None
+            proc.stdin.close()
+            assert proc.stdout is not None
+            proc.stdout.close()
+        reports = [r for r in proxy.requests if r.path.endswith("/outcome")]
+    assert returncode == 0
+    assert len(reports) == 1
+    err = (tmp_path / "guard-mcp.err").read_text()
+    assert "could not report failure of act-1 to guardd within 10 s" in err
+    assert "Traceback" not in err

@@ -201,14 +201,14 @@ async def test_tool_list_leaves_out_what_the_policy_never_allows_and_notes_appro
                 {"budget": 10, "scar_limit": 100, "tools": {}, "default": {"cost": 2}},
             )
             again = {t.name for t in (await client.list_tools()).tools}
-            assert again == {"echo", "fail", "pay", "crash", "never_allowed"}
+            assert again == {"echo", "fail", "pay", "crash", "stall", "never_allowed"}
         async with guard_mcp_stdio(
             tmp_path, upstream, agent.token, server.url, "--show-denied"
         ) as client:
             admin.set_policy(agent.agent_id, {"budget": 10, "scar_limit": 100, "tools": {}})
             shown = {t.name: t.description for t in (await client.list_tools()).tools}
     assert shown["never_allowed"] == "[guard: the agent's policy never allows this tool]"
-    assert len(shown) == 5
+    assert len(shown) == 6
 
 
 async def test_tool_prefix_names_tools_for_the_client_and_the_policy(
@@ -464,7 +464,14 @@ async def test_listed_names_that_differ_only_by_case_are_neither_offered_nor_cal
             twin = await client.call_tool("fs.Write_File", {"path": "a", "text": "b"})
             held = await client.call_tool("fs.write_file", {"path": "a", "text": "b"})
             variant = await client.call_tool("fs.WRITE_FILE", {"path": "a", "text": "b"})
-    assert listed == {"fs.echo", "fs.fail", "fs.pay", "fs.crash", "fs.never_allowed"}
+    assert listed == {
+        "fs.echo",
+        "fs.fail",
+        "fs.pay",
+        "fs.crash",
+        "fs.stall",
+        "fs.never_allowed",
+    }
     assert text(twin) == (
         "tool 'fs.Write_File' is withheld: the upstream server also lists 'fs.write_file', "
         "which differs from it only in case or Unicode form and may be the same tool; "
@@ -496,7 +503,7 @@ async def test_a_terminated_agent_is_offered_no_tool_and_its_calls_are_denied(
             admin.terminate(agent.agent_id, reason="caught lying", by="ann")
             after = (await client.list_tools()).tools
             result = await client.call_tool("echo", {"text": "hi"})
-    assert len(before) == 5
+    assert len(before) == 6
     assert after == []
     assert text(result) == (
         "denied by guard: terminated (the agent is terminated: caught lying); action act-1; "

@@ -21,6 +21,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -61,6 +62,13 @@ def pay(to: str, amount: float) -> str:
 def crash() -> str:
     _count("crash", {})
     os._exit(3)
+
+
+@server.tool(description="Never answers: it waits until the call is cancelled.")
+async def stall() -> str:
+    _count("stall", {})
+    await anyio.sleep_forever()
+    return "never"
 
 
 @server.tool()
