@@ -228,6 +228,13 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     for url in webhooks:
         if not url.startswith(("http://", "https://")):
             raise SettingsError(f"--webhook must be an http:// or https:// URL, not {url!r}")
+    if len(set(webhooks)) < len(webhooks):
+        from guardd.webhooks import shown_url
+
+        # One URL twice would be delivered twice over, its two deliveries
+        # writing one position file (named by the URL) and one metrics label.
+        twice = next(u for u in webhooks if webhooks.count(u) > 1)
+        raise SettingsError(f"--webhook {shown_url(twice)} is given twice")
     if args.webhook_format not in ("standard", "slack"):
         fmt = args.webhook_format
         raise SettingsError(f"--webhook-format must be standard or slack, not {fmt!r}")

@@ -213,6 +213,12 @@ def test_slack_messages_carry_agent_markup_as_text_beside_our_one_link(
             "--webhook must be an http:// or https:// URL, not 'ftp://x'",
             id="bad-url",
         ),
+        pytest.param(
+            # Two deliveries of one URL would share its position file and its metrics.
+            ["--webhook", "http://a/h", "--webhook", "http://a/h", "--webhook-secret", SECRET],
+            "--webhook http://a/h is given twice",
+            id="twice",
+        ),
     ],
 )
 def test_bad_webhook_settings_are_refused(args: list[str], message: str) -> None:
