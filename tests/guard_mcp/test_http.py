@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from client_sdk import AdminClient
+from tests.client_sdk.proxy import Proxy as GuardProxy
 from tests.guard_mcp.conftest import (
     GUARD_MCP,
     TEST_TIMEOUT,
@@ -277,3 +278,43 @@ def test_an_address_it_cannot_listen_on_is_one_line_and_exit_1(
     assert done.stderr.endswith(f"guard-mcp: cannot serve at http://127.0.0.1:{port}/mcp\n")
     assert "address already in use" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_sigterm_over_http_while_a_held_asks_answer_is_on_its_way_withdraws_it(
+    server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    agent = new_agent({"pay": {"requires_approval": True}})
+    port = free_port()
+    args = [str(GUARD_MCP), "--listen", f"127.0.0.1:{port}", "--", sys.executable, str(UPSTREAM)]
+    ended: list[BaseException | types.CallToolResult] = []
+
+    # guardd holds act-1, but its answer never reaches guard-mcp.
+    with GuardProxy(server.port, plan=["hold"]) as proxy:
+        env = listen_env(proxy.url, agent.token, upstream)
+        with running(args, env, port, tmp_path / "guard-mcp.out") as proc:
+            with anyio.fail_after(TEST_TIMEOUT):
+                async with http_client(port) as client:
+
+                    async def call() -> None:
+                        try:
+                            ended.append(await client.call_tool("pay", {"to": "ann", "amount": 1}))
+                        except Exception as exc:  # the server went away: what a client sees
+                            ended.append(exc)
+
+                    async with anyio.create_task_group() as tasks:
+                        tasks.start_soon(call)
+                        await wait_for(lambda: admin.list_pending(agent.agent_id))
+                        proc.send_signal(signal.SIGTERM)
+                        returncode = await anyio.to_thread.run_sync(proc.wait, 15)
+                        tasks.cancel_scope.cancel()
+        asks = [r for r in proxy.requests if r.path.endswith("/actions")]
+    assert returncode == 0
+    assert len({r.headers["idempotency-key"] for r in asks}) == 1 < len(asks)
+    action = admin.get_action(agent.agent_id, "act-1")
+    assert (action.status, action.reason) == (
+        "cancelled",
+        {"code": "cancelled", "by": "agent", "reason": "guard-mcp: stopped on SIGTERM"},
+    )
+    assert admin.list_pending(agent.agent_id) == []
+    assert upstream.calls == []
+    output_is_quiet(tmp_path / "guard-mcp.out")
