@@ -7,6 +7,7 @@ The tree::
     ├── PolicyError (ValueError)           a policy that breaks the schema; message names the key
     ├── RequestError (ValueError)          a command argument that is out of range or malformed
     ├── VerificationError                  a log record that fails verification (carries a Failure)
+    ├── StoreError                         a store that cannot be opened (its driver missing, ...)
     ├── KeyFileError                       a key file that is missing, malformed or too open
     ├── DataDirError                       the data dir is not usable: not a directory, locked
     ├── LogWriteError (OSError)            a write or fsync of a log failed; the agent is fenced
@@ -28,10 +29,9 @@ The tree::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from agents_runtime.log.verify import Failure
+import attrs
 
 
 class GuardError(Exception):
@@ -60,6 +60,25 @@ class DataDirError(GuardError):
 
 class LogWriteError(GuardError, OSError):
     pass
+
+
+class StoreError(GuardError):
+    """A store that cannot be opened as asked: its driver is not installed,
+    or what names it is not a store. The message says what to do."""
+
+
+@attrs.frozen
+class Failure:
+    """The first thing wrong with a log: where, and why in a fixed phrase
+    (agents_runtime.log.verify lists the phrases). Defined here, beside the
+    error that carries it, so that this module imports nothing of ours."""
+
+    line: int  # 1-based line of the file or slice
+    seq: int | None  # seq of the bad record, when it could be read
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "seq": self.seq, "reason": self.reason}
 
 
 class VerificationError(GuardError):

@@ -17,6 +17,10 @@ from typing import Any
 
 import attrs
 
+from agents_runtime import errors
+from agents_runtime.errors import LogReadError
+from agents_runtime.log.postgres.url import masked
+from agents_runtime.log.stores import open_database
 from audit.errors import InputError, UsageError
 from audit.source import LOG, Source
 from audit.verification import Outcome, verify_source, verify_text
@@ -34,15 +38,12 @@ class StoreReader:
 
     def __init__(self, url: str) -> None:
         try:
-            from agents_runtime.log.postgres.store import PgStore, masked
-        except ImportError as exc:  # the driver is an optional extra
-            raise UsageError(
-                f"--store needs the PostgreSQL driver ({exc.name}), the postgres extra; "
-                "in a clone of the project's repository: pip install '.[postgres]'"
-            ) from None
+            # No checkpoints: the audit tool keeps none of its own.
+            self._store = open_database(url, checkpoint_dir=Path("."))
+        except errors.StoreError as exc:  # the driver is an optional extra
+            raise UsageError(f"--store: {exc}") from None
         self.url = url
         self.shown = masked(url)
-        self._store = PgStore(url, checkpoint_dir=Path("."))
 
     def __enter__(self) -> StoreReader:
         return self
@@ -52,8 +53,6 @@ class StoreReader:
 
     def recorded_key(self) -> bytes | None:
         """The audit public key the store recorded at its first start."""
-        from agents_runtime.errors import LogReadError
-
         try:
             recorded = self._store.recorded_keys()
         except LogReadError as exc:
@@ -62,8 +61,6 @@ class StoreReader:
 
     def agent_ids(self, agent_id: str | None) -> list[str]:
         """``agent_id`` if the store holds it (StoreError otherwise), or every agent."""
-        from agents_runtime.errors import LogReadError
-
         try:
             ids = self._store.scan().agent_ids
         except LogReadError as exc:
@@ -76,8 +73,6 @@ class StoreReader:
 
     def source(self, agent_id: str) -> Source:
         """The agent's log as the audit tool reads a log file."""
-        from agents_runtime.errors import LogReadError
-
         try:
             lines = self._store.read(agent_id).lines
         except LogReadError as exc:
@@ -121,16 +116,12 @@ def _with_warnings(outcome: Outcome, warnings: list[str]) -> Outcome:
 
 
 def report_json(url: str, agent_id: str, outcome: Outcome) -> str:
-    from agents_runtime.log.postgres.store import masked
-
     body: dict[str, Any] = outcome.to_json()
     body["file"] = None
     return json.dumps({"store": masked(url), "agent_id": agent_id, **body})
 
 
 def report_text(url: str, agent_id: str, outcome: Outcome) -> list[str]:
-    from agents_runtime.log.postgres.store import masked
-
     lines = verify_text(outcome)
     return [
         f"store:      {masked(url)}, agent {agent_id}" if line.startswith("file:") else line

@@ -12,18 +12,25 @@ import socket
 import sys
 import time
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
-from agents_runtime.errors import DataDirError, GuardError, KeyFileError, LogReadError
+from agents_runtime.errors import (
+    DataDirError,
+    GuardError,
+    KeyFileError,
+    LogReadError,
+    StoreError,
+)
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.faults import FaultSpecError, io_for_from_env
 from agents_runtime.log.files.lock import DataDirLock
-from agents_runtime.log.files.store import FileStore
+from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.store import LogStore
+from agents_runtime.log.stores import open_store
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
@@ -33,9 +40,6 @@ from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
-
-if TYPE_CHECKING:
-    from agents_runtime.log.postgres.store import PgStore
 
 log = logging.getLogger("guardd")
 
@@ -49,17 +53,30 @@ GC_FULL_EVERY = 10.0  # seconds
 STORE_CHECKPOINTS = "store-checkpoints"  # in the data dir, for a node on PostgreSQL
 
 
-def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
-    """Open the data directory and load every agent. Returns the admin-token source."""
-    data_dir = DataDir(settings.data_dir)
-    store: LogStore
+def open_configured_store(settings: Settings) -> LogStore:
+    """The store guardd serves from (``--store``, or files in the data dir),
+    built before the data dir is locked or touched: one that cannot be
+    opened (its driver missing) leaves nothing behind. Nothing is read or
+    connected yet. StoreError or SettingsError naming what is wrong."""
     if settings.store is not None:
-        from agents_runtime.log.postgres.store import token_fingerprint
+        # Its heads apart from those of the data dir's own file logs, which
+        # guardd migrate still verifies against theirs.
+        return open_store(settings.store, checkpoint_dir=settings.data_dir / STORE_CHECKPOINTS)
+    try:
+        # GUARD_TEST_FAULTS: test-only fault injection (see agents_runtime/log/files/faults.py).
+        io_for = io_for_from_env(os.environ)
+    except FaultSpecError as exc:
+        raise SettingsError(str(exc)) from None
+    return open_store(settings.data_dir, io_for=io_for)
 
-        pg = open_pg_store(settings.store, data_dir)
-        ring = data_dir.prepare(may_create_keys=False)
-        pg.adopt_keys(ring.public_key_hex, token_fingerprint(ring.token_key))
-        store = pg
+
+def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, LoadSummary, str]:
+    """Open the data directory and load every agent. Returns the admin-token source."""
+    if store is None:
+        store = open_configured_store(settings)
+    data_dir = DataDir(settings.data_dir)
+    if settings.store is not None:
+        ring = join_database(store, data_dir)
     else:
         ring = data_dir.prepare()
     if settings.admin_token is not None:
@@ -71,35 +88,28 @@ def build(settings: Settings) -> tuple[Guard, LoadSummary, str]:
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
-    if settings.store is None:
-        try:
-            # GUARD_TEST_FAULTS: test-only fault injection (see agents_runtime/log/files/faults.py).
-            io_for = io_for_from_env(os.environ)
-        except FaultSpecError as exc:
-            raise SettingsError(str(exc)) from None
-        store = FileStore(data_dir, io_for=io_for)
     registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source
 
 
-def open_pg_store(url: str, data_dir: DataDir) -> PgStore:
-    """The PostgreSQL store at ``url``, its schema current, and this node's
-    keys: created only on a new database (every node of a store holds a copy
-    of the same keys/); KeyFileError when the store's logs need keys this
-    node lacks. Imported here: the file store needs no database driver."""
+def join_database(store: LogStore, data_dir: DataDir) -> KeyRing:
+    """This node joins the PostgreSQL store ``store``: its schema made
+    current, and this node's keys, created only on a new database (every
+    node of a store holds a copy of the same keys/) and recorded there, or
+    checked against those recorded. KeyFileError when the store's logs need
+    keys this node lacks or holds others. Imported here: the file store
+    needs no database driver."""
     from agents_runtime.log.postgres.schema import SchemaError
-    from agents_runtime.log.postgres.store import PgStore, masked
+    from agents_runtime.log.postgres.store import PgStore, masked, token_fingerprint
 
-    # Its heads apart from those of the data dir's own file logs, which
-    # guardd migrate still verifies against theirs.
-    store = PgStore(url, checkpoint_dir=data_dir.root / STORE_CHECKPOINTS)
+    assert isinstance(store, PgStore)  # what open_store gives for a postgresql:// URL
     try:
         recorded = store.prepare()
     except (LogReadError, SchemaError) as exc:
         store.close()
-        raise DataDirError(f"cannot use the store {masked(url)}: {exc}") from None
+        raise DataDirError(f"cannot use the store {masked(store.url)}: {exc}") from None
     keys = data_dir.keys_dir
     has_keys = (keys / "audit.key").exists() or (keys / "audit.pub").exists()
     if recorded.public_key_hex is None and not recorded.has_agents:
@@ -110,7 +120,9 @@ def open_pg_store(url: str, data_dir: DataDir) -> PgStore:
             f"this node has no keys in {keys} and the store's logs are signed by"
             f" {recorded.public_key_hex}: give it a copy of keys/ from a node of this store"
         )
-    return store
+    ring = data_dir.prepare(may_create_keys=False)
+    store.adopt_keys(ring.public_key_hex, token_fingerprint(ring.token_key))
+    return ring
 
 
 def print_startup(
@@ -274,18 +286,18 @@ async def _serve(
         await stop.wait()
         guard.registry.release_watchers()
 
-    collector = asyncio.create_task(collect_old_garbage())
     hooks = _webhooks(settings, guard, app)
     try:
-        if metrics is None:
-            await serve(app, config, shutdown_trigger=shutdown_trigger)
-        else:
-            # Both listeners in one task group: one failing stops the other.
-            async with asyncio.TaskGroup() as group:
-                group.create_task(serve(app, config, shutdown_trigger=shutdown_trigger))
-                group.create_task(serve(*metrics, shutdown_trigger=stop.wait))
+        # The listeners and the collector in one task group: a listener that
+        # fails stops the rest; once they have stopped, so does the collector.
+        async with asyncio.TaskGroup() as group:
+            collector = group.create_task(collect_old_garbage(), name="gc")
+            listeners = [group.create_task(serve(app, config, shutdown_trigger=shutdown_trigger))]
+            if metrics is not None:
+                listeners.append(group.create_task(serve(*metrics, shutdown_trigger=stop.wait)))
+            await asyncio.wait(listeners)
+            collector.cancel()
     finally:
-        collector.cancel()
         if hooks is not None:
             await hooks.stop()
 
@@ -353,11 +365,13 @@ def _listen_all(settings: Settings) -> tuple[socket.socket, socket.socket | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Start guardd. The order matters: lock the data dir, bind the port,
-    then load (torn tails moved aside, keys created), then serve. Until the
-    lock and the socket are held, nothing is changed but the data dir and
-    its lock file coming into being, so a second guardd on the same data dir
-    or port stops without touching the first one's files."""
+    """Start guardd. The order matters: build the store (nothing touched
+    yet, so a store that cannot be opened, its driver missing, leaves
+    nothing behind), lock the data dir, bind the port, then load (torn tails
+    moved aside, keys created), then serve. Until the lock and the socket
+    are held, nothing is changed but the data dir and its lock file coming
+    into being, so a second guardd on the same data dir or port stops
+    without touching the first one's files."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["migrate"]:
         from guardd import migrate
@@ -369,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"guardd: {exc}", file=sys.stderr)
         return 1
     configure_logging(settings.log_format)
+    try:
+        store = open_configured_store(settings)
+    except (SettingsError, StoreError) as exc:
+        print(f"guardd: {exc}", file=sys.stderr)
+        return 1
     raise_open_file_limit()
     try:
         lock = DataDirLock.acquire(settings.data_dir)
@@ -382,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"guardd: {exc}", file=sys.stderr)
             return 1
         try:
-            guard, summary, source = build(settings)
+            guard, summary, source = build(settings, store)
         except (SettingsError, KeyFileError, DataDirError, LogReadError, OSError) as exc:
             for listening in (sock, metrics_sock):
                 if listening is not None:

@@ -167,14 +167,15 @@ class AgentsCollector(Collector):
         pending_family.add_metric((), pending)
         bytes_family.add_metric((), log_bytes)
         yield from (by_state, pending_family, bytes_family)
-        if agents.store.shared:
-            conflicts = CounterMetricFamily(
+        conflicts = agents.store.conflicts  # None: a store where no other node writes
+        if conflicts is not None:
+            family = CounterMetricFamily(
                 "guard_store_conflicts",
                 "Batches decided again because another node appended to the agent's log first",
                 labels=(),
             )
-            conflicts.add_metric((), sum(a.conflicts for a in agents.actors.values()))
-            yield conflicts
+            family.add_metric((), conflicts)
+            yield family
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:

@@ -30,15 +30,16 @@ from agents_runtime.errors import (
     KeyFileError,
     LogReadError,
     LogWriteError,
+    StoreError,
 )
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lock import DataDirLock
-from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import KeyRing, load_keys
 from agents_runtime.log.record import Head
-from agents_runtime.log.store import Committed, HeadMoved, LogContents
+from agents_runtime.log.store import Committed, HeadGone, HeadMoved, LogContents
+from agents_runtime.log.stores import is_database_url, open_database, open_store
 from agents_runtime.runtime.replay import quarantine_message, replay
 
 if TYPE_CHECKING:
@@ -68,20 +69,23 @@ def build_parser(env: dict[str, str]) -> argparse.ArgumentParser:
 
 def main(argv: list[str], out: TextIO = sys.stdout) -> int:
     args = build_parser(dict(os.environ)).parse_args(argv)
-    if not args.store or not args.store.startswith(("postgresql://", "postgres://")):
+    if not args.store or not is_database_url(args.store):
         print("guardd migrate: --store must be a postgresql:// URL", file=sys.stderr)
         return 1
     root = Path(args.data_dir)
     if not (root / "agents").is_dir():
         print(f"guardd migrate: {root} is not a data dir (no agents/)", file=sys.stderr)
         return 1
+    data_dir = DataDir(root)
     try:
+        # Before the lock: a store that cannot be opened leaves nothing behind.
+        store = open_database(args.store, checkpoint_dir=data_dir.checkpoints_dir)
         lock = DataDirLock.acquire(root)
-    except DataDirError as exc:
+    except (StoreError, DataDirError) as exc:
         print(f"guardd migrate: {exc}", file=sys.stderr)
         return 1
     try:
-        return _migrate(DataDir(root), args.store, out)
+        return _migrate(data_dir, store, out)
     except (KeyFileError, DataDirError, LogReadError, LogWriteError) as exc:
         print(f"guardd migrate: {exc}", file=sys.stderr)
         return 1
@@ -89,12 +93,12 @@ def main(argv: list[str], out: TextIO = sys.stdout) -> int:
         lock.release()
 
 
-def _migrate(data_dir: DataDir, url: str, out: TextIO) -> int:
+def _migrate(data_dir: DataDir, store: PgStore, out: TextIO) -> int:
     from agents_runtime.log.postgres.schema import SchemaError
-    from agents_runtime.log.postgres.store import PgStore, masked, token_fingerprint
+    from agents_runtime.log.postgres.store import masked, token_fingerprint
 
+    url = store.url
     ring = load_keys(data_dir.keys_dir)
-    store = PgStore(url, checkpoint_dir=data_dir.checkpoints_dir)
     try:
         try:
             store.prepare()
@@ -107,7 +111,7 @@ def _migrate(data_dir: DataDir, url: str, out: TextIO) -> int:
 
 
 async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextIO) -> int:
-    files = FileStore(data_dir)
+    files = open_store(data_dir.root)
     checkpoints = CheckpointDir(data_dir.checkpoints_dir)
     scan = files.scan()
     for line in scan.odd:
@@ -149,6 +153,14 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
                 continue
             try:
                 await _copy(store, agent_id, held, lines)
+            except HeadGone:
+                print(
+                    f"refused: {agent_id}: rows of this agent were deleted from the store"
+                    " while it was copied; run migrate again",
+                    file=out,
+                )
+                refused += 1
+                continue
             except HeadMoved:
                 print(
                     f"refused: {agent_id}: a node wrote to this agent's log while it was"

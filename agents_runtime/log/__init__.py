@@ -3,8 +3,9 @@ verified, and the seam every store implements. No clock of its own, no
 domain rule: the log does not know what an action or a budget is.
 
 May import: ``agents_runtime.errors`` only. Neither ``core`` nor ``runtime``,
-and no module here imports ``files/`` (the format and its verification do
-not know where lines are kept; ``make lint`` checks both).
+and no module here imports ``files/`` or ``postgres/`` (the format and its
+verification do not know where lines are kept; ``make lint`` checks both),
+but ``stores``, which builds either.
 
 Public modules (``__all__``)::
 
@@ -15,7 +16,8 @@ Public modules (``__all__``)::
     keys          signing keys, key files, agent tokens
     verify        verification of a log: chain, signatures, genesis, checkpoint
     checkpoint    checkpoint files: each agent's committed head beside its log
-    store         the storage seam: LogStore and AgentLog protocols
+    store         the storage seam: LogStore, AgentLog and BatchHost protocols
+    stores        open_store: any store from where it is (the one module that knows both)
     readback      reading a served log back: its records, its verification
     files         the file store (a package of its own, above the rest of log)
     postgres      the PostgreSQL store, shared by several guardd nodes (likewise)
@@ -41,5 +43,6 @@ __all__ = [
     "readback",
     "record",
     "store",
+    "stores",
     "verify",
 ]

@@ -4,8 +4,10 @@ Everything above the log layer (the registry, the actors, guardd's routes)
 reaches the records of an agent's log only through a ``LogStore`` and the
 ``AgentLog`` handles it gives out, and never opens a path. The file store
 (``agents_runtime.log.files.store.FileStore``, one file per agent in the data
-dir) is the embedded default; another store (PostgreSQL, for several guardd
-nodes) implements the same two protocols.
+dir) is the embedded default; the PostgreSQL store
+(``agents_runtime.log.postgres.store.PgStore``, shared by several guardd
+nodes) implements the same two protocols. ``agents_runtime.log.stores.open_store``
+builds either from where it is.
 
 The log's bytes are the same in every store: canonical record lines, each
 ending in a newline, chained and signed as docs/log-format.md says. A store
@@ -13,26 +15,28 @@ keeps lines; it never parses, re-encodes or reorders them.
 
 What the protocols ask of a store, and why:
 
-- ``AgentLog.append(data, after)`` makes a batch durable, or fails whole.
-  ``after`` is the committed head the actor saw when it sealed the batch. A
-  store shared by several writers (nodes) refuses the batch with
-  ``HeadMoved`` when its head is no longer ``after``; the actor then reads
-  what was appended (``read_after``), folds it and decides again. The file
-  store has one writer (the data-dir lock) and never raises it.
+- A store brings its own way of committing a batch (``AgentLog.run_batch``):
+  the actor hands it each batch with itself as the ``BatchHost``, which
+  decides the commands into the bytes of their records and does what the
+  store's strategy asks of it (answer, fail, fence, fold, rebuild,
+  quarantine): whatever needs the agent's state, its key or the domain's
+  fold, which the log layer does not know. The file store has one writer
+  (the data-dir lock): it decides, appends, and fences the agent when a
+  write fails. The PostgreSQL store is shared: it first has the host
+  verify and fold what other nodes appended, then decides, and when
+  another node appended first decides again (retry, backoff, read-back
+  after a failed write, quarantine). So no code above the seam asks which
+  kind of store it has.
 - Durability may be shared: the file store makes the batches of every agent
-  waiting at one moment durable with one flush (its committer); a database
-  commits each batch in one transaction. Either way ``append`` returns only
-  once the batch is durable.
-- A store with several writers says so (``AgentLog.shared``). The actor of
-  a shared log reads what the other writers appended (``newer``) before each
-  batch, verifies it and folds it: so a read never answers from a state
-  older than a write another node acknowledged. A write that fails on a
-  shared store leaves nothing half-written (a transaction committed or did
-  not), so the agent is not fenced: its state is rebuilt from the store and
-  the callers are told to retry.
-- ``LogStore.on_appended`` tells the runtime that another writer appended
-  to a log, so that long-polls on this node wake at once; a store with one
-  writer never calls it.
+  waiting at one moment durable with one flush (its committer); the
+  PostgreSQL store commits the batches of every agent waiting at one moment
+  in one statement. Either way a batch is answered only once it is durable.
+- ``LogStore.follow`` tells the runtime that another writer appended to a
+  log, so that long-polls on this node wake at once; ``poll_interval`` says
+  how often a long-poll reads again in case a notice was lost, and
+  ``others_create_agents`` whether an agent this process has not loaded may
+  yet be in the store. A store with one writer returns at once, says None
+  and False.
 - ``AgentLog.lines`` reads a few earlier records by seq for a reply (a
   finished action's view, the first decision of a repeated request), off
   the event loop. The other reads are blocking calls: the runtime makes
@@ -42,13 +46,14 @@ What the protocols ask of a store, and why:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
-from agents_runtime.errors import CanonicalError, GuardError
+from agents_runtime.errors import CanonicalError, Failure, GuardError, LogWriteError
 from agents_runtime.log import canonical
 from agents_runtime.log.record import Head
 
@@ -57,9 +62,29 @@ from agents_runtime.log.record import Head
 CommitObserver = Callable[[int, float, float], None]
 
 
+# What a caller is told when the store cannot be read or written just now.
+UNREACHABLE = "the store cannot be reached just now; nothing was written: try again"
+# The reason (docs/log-format.md, "Failure reasons") an agent is quarantined
+# with when the store no longer holds its head as it was (HeadGone).
+GAP = "gap: a committed record is gone from the store"
+
+
 class HeadMoved(GuardError):
     """Another writer appended to the log after the head the batch follows:
     nothing of the batch was written."""
+
+
+class HeadGone(GuardError):
+    """The store no longer holds, as it was, the record a batch follows or a
+    read starts from (rows deleted or replaced under a running node):
+    nothing was written, and nothing may be written after the gap."""
+
+    def __init__(self, agent_id: str, seq: int) -> None:
+        super().__init__(
+            f"log {agent_id}: the store no longer holds seq {seq} as this node committed"
+            " or read it (rows deleted or replaced under the running nodes): a gap"
+        )
+        self.seq = seq
 
 
 @attrs.frozen
@@ -102,24 +127,87 @@ class Committed:
     size: int
 
 
+# A batch: each command with the future its caller waits on (None for the
+# actor's own messages); the replies and errors a batch decided, by future.
+Batch = list[tuple[Any, asyncio.Future[Any] | None]]
+Answers = list[tuple[asyncio.Future[Any], Any]]
+Errors = list[tuple[asyncio.Future[Any], BaseException]]
+
+
+class BatchHost(Protocol):
+    """The actor, as the commit strategy of its log sees it
+    (``agents_runtime.runtime.actor.AgentActor``). The strategy decides when
+    and how often a batch is decided and what happens when a write fails;
+    the host does everything that needs the agent's state, its key or the
+    domain's fold, which the log layer does not know."""
+
+    committed: Committed  # what of the log is known durable (the head appends follow)
+
+    async def decide(self, batch: Batch, /) -> tuple[Answers, Errors, bool, bytes]:
+        """Run the batch's commands in order on the state, each seeing the
+        records of those before it: their replies, their errors, whether the
+        batch asks the actor to stop, and the records' lines to append (b""
+        for none). The state runs ahead of ``committed`` until ``advance``."""
+        ...
+
+    def answer(self, answers: Answers, errors: Errors, /) -> None:
+        """Give each caller its reply or error; wake the long-polls."""
+        ...
+
+    def fail(self, batch: Batch, error: BaseException, /) -> bool:
+        """Fail every caller of the batch with ``error`` (no long-poll is
+        woken: the state may be ahead of the store); whether the batch asks
+        the actor to stop."""
+        ...
+
+    def advance(self, size: int, /) -> None:
+        """The last batch (``size`` bytes) is durable: its last record is
+        the committed head."""
+        ...
+
+    def fence(self, error: LogWriteError, /) -> str:
+        """A write failed and what reached the store is unknown: refuse
+        writes until a restart, fall back to the committed state; the
+        message callers are given."""
+        ...
+
+    def fold(self, lines: list[bytes], /) -> Failure | None:
+        """Verify the lines another writer committed after ``committed``
+        (chain and key) and fold each; ``committed`` then ends with them.
+        The first failure, if one fails (the agent must be quarantined)."""
+        ...
+
+    async def rebuild(self, upto: Committed, /) -> Failure | None:
+        """Rebuild the state from the store's lines up to ``upto``, off the
+        event loop, verifying each; the first failure (the state is then
+        unchanged). LogReadError when the store cannot be read."""
+        ...
+
+    def quarantine(self, failure: Failure, /) -> str:
+        """A record in the store fails: the agent serves no more (the
+        registry lists it as quarantined); the message callers are given."""
+        ...
+
+    def postpone_expiry(self, seconds: float, /) -> None:
+        """Try a due approval expiry again only after ``seconds``."""
+        ...
+
+
 class AgentLog(Protocol):
     """One agent's log in a store, held by that agent's actor."""
 
     agent_id: str
     size: int  # bytes of the log when it was opened or created
-    shared: bool  # other writers (guardd nodes) may append to it
 
-    async def append(self, data: bytes, after: Committed) -> None:
-        """Make ``data`` (whole lines, the records that follow ``after``)
-        durable. LogWriteError when it is not (the agent must be fenced:
-        what reached the store is unknown); HeadMoved when another writer
-        appended after ``after`` (nothing was written)."""
+    async def run_batch(self, host: BatchHost, batch: Batch) -> bool:
+        """Commit ``batch`` by this store's strategy: have ``host`` decide
+        it, make its records durable, answer or fail every caller. Whether
+        the actor stops after it (asked to, or the agent serves no more)."""
         ...
 
-    async def newer(self, after: Committed) -> list[bytes]:
-        """The lines (without their newline) other writers committed after
-        ``after``, read off the event loop; always empty for a store with
-        one writer. LogReadError when the store cannot be read."""
+    async def finish(self, host: BatchHost, data: bytes) -> None:
+        """Commit the records that finish a command a crash cut short,
+        before the first batch (``host`` has folded them already)."""
         ...
 
     def read(self, upto: Committed) -> LogContents:
@@ -153,7 +241,24 @@ class Scan:
 class LogStore(Protocol):
     """Where the logs of every agent are kept."""
 
-    shared: bool  # other writers (guardd nodes) may create and append logs
+    @property
+    def poll_interval(self) -> float | None:
+        """Seconds between reads of the store while a long-poll waits, for
+        writes of other processes whose notice (``follow``) may be lost;
+        None when every write goes through this process."""
+        ...
+
+    @property
+    def others_create_agents(self) -> bool:
+        """Whether other processes may create agents in the store while this
+        one serves: an ID this process has not loaded may still be there."""
+        ...
+
+    @property
+    def conflicts(self) -> int | None:
+        """Batches decided again because another writer appended to the
+        agent's log first (for metrics); None where that cannot happen."""
+        ...
 
     def describe(self) -> str:
         """Where the store is, for the startup banner (no secrets)."""
@@ -200,8 +305,10 @@ class LogStore(Protocol):
         records, the seconds its writes took and the seconds of its flush."""
         ...
 
-    def on_appended(self, callback: Callable[[str, int], None]) -> None:
-        """Call ``callback(agent_id, seq)`` when another writer appends."""
+    async def follow(self, appended: Callable[[str, int], None]) -> None:
+        """Call ``appended(agent_id, seq)`` whenever another writer commits
+        records of a log, until cancelled (the caller owns the task); a
+        store with one writer returns at once."""
         ...
 
     async def unready(self) -> str | None:
@@ -209,6 +316,7 @@ class LogStore(Protocol):
         when it can (for ``/readyz``)."""
         ...
 
-    def close(self) -> None:
-        """Release what the store holds, once every actor has stopped."""
+    async def aclose(self) -> None:
+        """Release what the store holds once every actor has stopped: what
+        is queued is finished first; tasks of its own end by cancellation."""
         ...

@@ -24,6 +24,10 @@ import nacl.exceptions
 import nacl.signing
 
 from agents_runtime.errors import CanonicalError, VerificationError
+
+# Failure is defined beside the error that carries it; it is named here too,
+# as the verdict of this module's verifier.
+from agents_runtime.errors import Failure as Failure
 from agents_runtime.log import _fast_verify, canonical
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.kinds import Kind
@@ -56,16 +60,6 @@ AFTER_HEAD = "bytes after the committed head"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
-
-
-@attrs.frozen
-class Failure:
-    line: int  # 1-based line of the file or slice
-    seq: int | None  # seq of the bad record, when it could be read
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"line": self.line, "seq": self.seq, "reason": self.reason}
 
 
 @attrs.frozen

@@ -12,10 +12,12 @@ Public modules (``__all__``)::
     actor      the agent actor and AgentRef, the handle callers ask
     replay     rebuilding an agent's state from its log: verify, then fold
 
-``mailbox`` (an actor's bounded mailbox) is the actor's own.
+``mailbox`` (an actor's bounded mailbox) is the actor's own; ``tasks`` (the
+registry's tasks, each ended by cancellation at its stop) the registry's.
 
-Where to add: what happens around a command (sealing, committing, fencing
-after a failed write, timers) goes in ``actor``; what a command does goes in
+Where to add: what happens around a command (sealing, folding, timers) goes
+in ``actor``; how a batch is committed (retries, fencing after a failed
+write) is the store's (``AgentLog.run_batch``); what a command does goes in
 ``agents_runtime.core``, not here.
 """
 

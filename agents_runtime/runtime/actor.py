@@ -8,23 +8,26 @@ what it asks: it seals each record a handler yields, folds it, and sends it
 back to the handler; it reads from the store, off the event loop, the earlier
 lines a reply quotes (``READS``) before the handler runs.
 
-Group commit: the actor takes every command waiting in its mailbox, runs them
-in order (each one's records folded as they are yielded, so the next command
-sees them), appends all their records to its log in the store as one batch,
-and only once the store has made it durable answers every caller (the file
-store's committer makes the batches of every agent waiting at that moment
-durable with one flush). The clock is read once a batch: every record of
-a batch carries the same ts, the moment the actor started on it.
+Group commit: the actor takes every command waiting in its mailbox and hands
+them to its log as one batch (``AgentLog.run_batch``), being the log's
+``BatchHost``: the store's strategy has it run the commands in order (each
+one's records folded as they are yielded, so the next command sees them),
+appends all their records as one batch, and only once the store has made it
+durable has the actor answer every caller. How often a batch is decided and
+what a failed write means are the store's (the file store fences the agent;
+a store other nodes write too reads their records first and decides again
+after a collision); the actor does what needs the state, the key or the
+fold. The clock is read once a batch: every record of a batch carries the
+same ts, the moment the actor started on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 
@@ -50,19 +53,17 @@ from agents_runtime.core.state import (
 from agents_runtime.errors import (
     AgentError,
     AgentUnavailable,
-    LogReadError,
+    Failure,
     LogWriteError,
-    Quarantined,
     ReadOnly,
     ShuttingDown,
-    StoreUnavailable,
     UnknownAction,
     VerificationError,
 )
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
-from agents_runtime.log.store import AgentLog, Committed, HeadMoved, LogContents
-from agents_runtime.log.verify import ChainVerifier, Failure
+from agents_runtime.log.store import AgentLog, Answers, Batch, Committed, Errors
+from agents_runtime.log.verify import ChainVerifier, Checkpoint
 from agents_runtime.runtime.mailbox import Mailbox
 from agents_runtime.runtime.replay import Loaded, quarantine_message, replay
 
@@ -70,11 +71,6 @@ log = logging.getLogger("agents_runtime.runtime.actor")
 
 
 READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
-UNREACHABLE = "the store cannot be reached just now; nothing was written: try again"
-CONTENDED = "other guardd nodes kept writing to this agent's log; nothing was written: try again"
-MAX_TRIES = 8  # decisions of one batch on a shared store before it gives up (503)
-CONFLICT_PAUSE = 0.001  # seconds: the first pause after a conflict is up to twice this
-STORE_RETRY = 1.0  # seconds before a due expiry is tried again on an unreachable store
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
 
@@ -110,10 +106,6 @@ class _Stop:
 
 _STOP = _Stop()  # finish the mailbox, then end
 _POKE = _Stop()  # a batch with no command: read what other writers appended
-
-Batch = list[tuple[Any, asyncio.Future[Any] | None]]
-Answers = list[tuple[asyncio.Future[Any], Any]]
-Errors = list[tuple[asyncio.Future[Any], BaseException]]
 
 
 class AgentRef:
@@ -172,13 +164,7 @@ class AgentActor:
         self.mailbox: Mailbox[tuple[Any, asyncio.Future[Any] | None]] = Mailbox(MAILBOX_SIZE)
         self.stopping = False
         self.fenced: str | None = None
-        # A shared store: the state may be ahead of the store (a write that
-        # failed or was refused) and is rebuilt before the next batch; a
-        # record another writer appended that fails verification quarantines.
-        self.stale = False
-        self.quarantine: str | None = None
-        self.conflicts = 0  # batches decided again after another writer's (metrics)
-        # Told when a record another writer appended fails verification.
+        # Told when a record in the store fails verification while serving.
         self.on_quarantine: Callable[[str, Failure], None] | None = None
         self._buffer: list[bytes] = []
         self._ts = ""
@@ -293,6 +279,7 @@ class AgentActor:
     # -- the loop ------------------------------------------------------------
 
     async def run(self) -> None:
+        run_batch = self.log.run_batch  # the store's commit strategy (bound once)
         try:
             await self._finish_interrupted()
             while True:
@@ -308,7 +295,7 @@ class AgentActor:
                 timeout = None if deadline is None else deadline - self.clock()
                 batch = await self.mailbox.take(MAX_BATCH, timeout)
                 try:
-                    if await self._run_batch(batch):
+                    if await run_batch(self, batch):
                         break
                 except BaseException:
                     for _, future in batch:
@@ -334,7 +321,7 @@ class AgentActor:
             run_steps(finish_interrupted(self.state), self._write)
         except Exception as exc:  # a signed last record no command of ours writes
             self._buffer.clear()
-            self._fence(LogWriteError(f"cannot finish its last command: {exc!r}"))
+            self.fence(LogWriteError(f"cannot finish its last command: {exc!r}"))
             return
         if not self._buffer:
             return
@@ -345,42 +332,17 @@ class AgentActor:
             self.state.agent_id,
             data.count(b"\n"),
         )
-        try:
-            await self.log.append(data, self.committed)
-        except HeadMoved:
-            self.stale = True  # another node finished it, or wrote on
-        except LogWriteError as exc:
-            if self.log.shared:
-                self.stale = True  # nothing half-written: the next batch reads back
-            else:
-                self._fence(exc)
-        else:
-            self._committed(len(data))
+        await self.log.finish(self, data)
 
-    async def _run_batch(self, batch: list[tuple[Any, asyncio.Future[Any] | None]]) -> bool:
-        if self.log.shared:
-            return await self._run_shared_batch(batch)
+    # -- the log's BatchHost (agents_runtime.log.store) ------------------------
+
+    async def decide(self, batch: Batch) -> tuple[Answers, Errors, bool, bytes]:
+        """Run the batch's commands in order, each seeing the records of those
+        before it: their answers, their errors, whether to stop, and the
+        lines of their records for the store to append."""
         # One clock reading a batch: its records are committed together, and
         # formatting a ts per command cost ~3 us of the actor's ~20.
-        answers, errors, stop = await self._decide(batch, self._tick())
-        if self._buffer:
-            data = b"".join(self._buffer)
-            self._buffer.clear()
-            try:
-                await self.log.append(data, self.committed)
-            except LogWriteError as exc:
-                self._fence(exc)
-                failure = AgentUnavailable(self.fenced or "log write failed")
-                errors = [(f, failure) for f, _ in answers + errors]
-                answers = []
-            else:
-                self._committed(len(data))
-        self._answer(answers, errors)
-        return stop
-
-    async def _decide(self, batch: Batch, now: float) -> tuple[Answers, Errors, bool]:
-        """Run the batch's commands in order, each seeing the records of those
-        before it; their records wait in ``_buffer`` for the commit."""
+        now = self._tick()
         answers: Answers = []
         errors: Errors = []
         stop = False
@@ -407,9 +369,14 @@ class AgentActor:
             except Exception as exc:
                 log.exception("agent %s: command %r failed", self.state.agent_id, command)
                 errors.append((future, exc))
-        return answers, errors, stop
+        buffer = self._buffer
+        if not buffer:
+            return answers, errors, stop, b""
+        data = b"".join(buffer)
+        buffer.clear()
+        return answers, errors, stop, data
 
-    def _answer(self, answers: Answers, errors: Errors) -> None:
+    def answer(self, answers: Answers, errors: Errors) -> None:
         for future, result in answers:
             if not future.done():  # done: its caller was cancelled
                 future.set_result(result)
@@ -418,88 +385,35 @@ class AgentActor:
                 future.set_exception(error)
         self._wake_watchers()
 
-    # -- a shared store ------------------------------------------------------
-
-    async def _run_shared_batch(self, batch: Batch) -> bool:
-        """A batch on a log other writers (guardd nodes) append to as well.
-
-        First what they appended is verified and folded, so that no answer
-        comes from a state older than a write another node acknowledged.
-        The store refuses the batch whole (HeadMoved) when another writer
-        appended meanwhile: nothing was answered yet, so the state is rebuilt
-        from the store and the commands are decided again. A failed write
-        leaves nothing half-written; the callers get 503 and may retry."""
-        stop = any(command is _STOP for command, _ in batch)
-        for tries in range(MAX_TRIES):
-            if tries:
-                # Nodes that keep colliding on one agent draw apart: a pause
-                # of random length, doubling with each try (2 ms, 4 ms, ...).
-                await asyncio.sleep(random.uniform(0, CONFLICT_PAUSE * 2**tries))  # noqa: S311
-            try:
-                await self._catch_up()
-            except StoreUnavailable as exc:
-                self._fail_batch(batch, exc)
-                if self.quarantine is not None:
-                    return True  # this actor serves no more
-                if self._deadline is not None:  # a due expiry: not again at once
-                    self._deadline = max(self._deadline, self.clock() + STORE_RETRY)
-                return stop
-            answers, errors, stop = await self._decide(batch, self._tick())
-            if not self._buffer:
-                break
-            data = b"".join(self._buffer)
-            self._buffer.clear()
-            try:
-                await self.log.append(data, self.committed)
-            except HeadMoved:
-                self.stale = True  # decide again on what the other writer wrote
-                self.conflicts += 1
-                continue
-            except Exception as exc:
-                # LogWriteError, or a store's bug: nothing is answered as
-                # written unless the rows are read back.
-                if isinstance(exc, LogWriteError):
-                    log.error("agent %s: %s", self.state.agent_id, exc)
-                else:
-                    log.exception("agent %s: appending failed", self.state.agent_id)
-                if await self._written_after_all(data):
-                    self._committed(len(data))
-                    break
-                self.stale = True
-                self._fail_batch(batch, StoreUnavailable(UNREACHABLE))
-                return stop
-            self._committed(len(data))
-            break
-        else:
-            self._fail_batch(batch, StoreUnavailable(CONTENDED))
-            return stop
-        self._answer(answers, errors)
+    def fail(self, batch: Batch, error: BaseException) -> bool:
+        # No watcher is woken: the state may be ahead of the store.
+        stop = False
+        for command, future in batch:
+            if command is _STOP:
+                stop = True
+            elif future is not None and not future.done():
+                future.set_exception(error)
         return stop
 
-    async def _catch_up(self) -> None:
-        """Rebuild the state if a write left it ahead of the store, then fold
-        the records other writers appended after the committed head, each
-        verified first. StoreUnavailable when the store cannot be read."""
-        if self.quarantine is not None:
-            raise StoreUnavailable(self.quarantine)
-        try:
-            if self.stale:
-                # Read and fold the whole log off the event loop: the other
-                # agents' batches go on meanwhile.
-                contents, loaded = await asyncio.to_thread(self._reload)
-                self._adopt(loaded, contents)
-                self.stale = False
-            lines = await self.log.newer(self.committed)
-        except LogReadError as exc:
-            log.error("agent %s: %s", self.state.agent_id, exc)
-            raise StoreUnavailable(UNREACHABLE) from None
-        except StoreUnavailable:
-            raise
-        except Exception:
-            log.exception("agent %s: reading the store failed", self.state.agent_id)
-            raise StoreUnavailable(UNREACHABLE) from None
-        if not lines:
-            return
+    def advance(self, size: int) -> None:
+        """A batch of ``size`` bytes is durable: its last record is the
+        committed head (no record is sealed between the write's end and this)."""
+        self.committed = Committed(self.state.head, self.committed.size + size)
+        self.moved.add(self.state.agent_id)
+
+    def fence(self, error: LogWriteError) -> str:
+        log.error("agent %s: %s; refusing writes until restart", self.state.agent_id, error)
+        self.fenced = (
+            f"writing the log of agent {self.state.agent_id} failed; "
+            "it accepts no writes until guardd is restarted"
+        )
+        # The state ran ahead of the store: rebuild it from what was committed.
+        loaded = replay(self.state.agent_id, self.log.read(self.committed), self.public_key)
+        if loaded.state is not None:
+            self.state = loaded.state
+        return self.fenced
+
+    def fold(self, lines: list[bytes]) -> Failure | None:
         state = self.state
         verifier = ChainVerifier.following(
             self.committed.head,
@@ -511,59 +425,52 @@ class AgentActor:
             for line in lines:
                 apply(state, verifier.feed(line))
         except VerificationError as exc:
-            self._quarantine(exc.failure)
+            return exc.failure
         except (KeyError, TypeError, ValueError) as exc:
             seq = state.head.seq + 1
-            self._quarantine(Failure(seq + 1, seq, f"record does not apply: {exc}"))
+            return Failure(seq + 1, seq, f"record does not apply: {exc}")
         size = sum(len(line) + 1 for line in lines)
         self.committed = Committed(state.head, self.committed.size + size)
         if state.expiry_dirty:
             state.expiry_dirty = False
             self._deadline = next_deadline(state)
+        return None
 
-    def _reload(self) -> tuple[LogContents, Loaded]:
-        contents = self.log.read(self.committed)
-        return contents, replay(self.state.agent_id, contents, self.public_key, signer=self.signer)
-
-    def _adopt(self, loaded: Loaded, contents: LogContents) -> None:
+    async def rebuild(self, upto: Committed) -> Failure | None:
+        # Read and fold the log off the event loop: the other agents'
+        # batches go on meanwhile. It must still reach ``upto`` unchanged.
+        loaded = await asyncio.to_thread(self._reload, upto)
+        contents = loaded.contents
         if loaded.state is None:
             assert loaded.failure is not None
-            self._quarantine(loaded.failure)
-        assert loaded.state is not None
+            return loaded.failure
         self.state = loaded.state
         self.committed = Committed(loaded.state.head, contents.valid_length)
         self._deadline = next_deadline(self.state)
+        return None
 
-    def _quarantine(self, failure: Failure) -> NoReturn:
-        """A record in the store fails verification: this agent serves no
-        more (the registry lists it as quarantined, as at startup)."""
-        self.quarantine = (
-            f"agent {self.state.agent_id} is quarantined: a record in the store failed "
-            f"verification ({quarantine_message(failure)})"
+    def _reload(self, upto: Committed) -> Loaded:
+        checkpoint = Checkpoint(upto.head.seq, upto.head.hash)
+        contents = self.log.read(upto)
+        agent_id = self.state.agent_id
+        return replay(
+            agent_id, contents, self.public_key, signer=self.signer, checkpoint=checkpoint
         )
+
+    def quarantine(self, failure: Failure) -> str:
+        """This agent serves no more (the registry lists it as quarantined,
+        as at startup)."""
         self._deadline = None
         if self.on_quarantine is not None:
             self.on_quarantine(self.state.agent_id, failure)
-        raise StoreUnavailable(self.quarantine)
+        return (
+            f"agent {self.state.agent_id} is quarantined: a record in the store failed "
+            f"verification ({quarantine_message(failure)})"
+        )
 
-    async def _written_after_all(self, data: bytes) -> bool:
-        """Whether a batch whose write failed is in the store all the same
-        (the connection was lost during its commit)."""
-        try:
-            lines = await self.log.newer(self.committed)
-        except Exception:  # unknown: the callers get 503, the next batch reads it back
-            return False
-        ours = data.split(b"\n")[:-1]
-        return lines[: len(ours)] == ours
-
-    def _fail_batch(self, batch: Batch, error: AgentError) -> None:
-        # No watcher is woken: the state may be ahead of the store.
-        self._buffer.clear()
-        if isinstance(error, StoreUnavailable) and self.quarantine is not None:
-            error = Quarantined(self.quarantine)
-        for _, future in batch:
-            if future is not None and not future.done():
-                future.set_exception(error)
+    def postpone_expiry(self, seconds: float) -> None:
+        if self._deadline is not None:
+            self._deadline = max(self._deadline, self.clock() + seconds)
 
     def poke(self) -> None:
         """Have the actor read what other writers appended (a notification
@@ -579,23 +486,6 @@ class AgentActor:
             self.state.expiry_dirty = False
             return
         run_steps(expire_due(self.state, now), self._write)
-
-    def _committed(self, size: int) -> None:
-        """A batch of ``size`` bytes is durable: its last record is the
-        committed head (no record is sealed between the write's end and this)."""
-        self.committed = Committed(self.state.head, self.committed.size + size)
-        self.moved.add(self.state.agent_id)
-
-    def _fence(self, exc: LogWriteError) -> None:
-        log.error("agent %s: %s; refusing writes until restart", self.state.agent_id, exc)
-        self.fenced = (
-            f"writing the log of agent {self.state.agent_id} failed; "
-            "it accepts no writes until guardd is restarted"
-        )
-        # The state ran ahead of the store: rebuild it from what was committed.
-        loaded = replay(self.state.agent_id, self.log.read(self.committed), self.public_key)
-        if loaded.state is not None:
-            self.state = loaded.state
 
     def release_watchers(self) -> None:
         """Wake every long-poll now (at shutdown): each answers with the

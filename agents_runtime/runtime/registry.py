@@ -10,6 +10,12 @@ reported and skipped.
 While serving, a background task writes the checkpoint of each agent whose
 committed head moved, at most once every CHECKPOINT_EVERY seconds and once
 more at a graceful stop (agents_runtime/log/checkpoint.py).
+
+Every task the registry starts (one per actor, the checkpoints, the store's
+notices of other writers' appends, the loading of an agent another node
+created) is owned by its ``Tasks`` (tasks.py) from ``start`` to ``stop``,
+and ``stop`` ends each by cancellation within a bounded time, once the
+actors have had their grace to finish their mailboxes.
 """
 
 from __future__ import annotations
@@ -48,16 +54,20 @@ from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.log.keys import KeyRing, Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
-from agents_runtime.log.store import AgentLog, LogStore
+from agents_runtime.log.store import UNREACHABLE, AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
-from agents_runtime.runtime.actor import UNREACHABLE, AgentActor, AgentRef, Clock, wall_clock
+from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
 from agents_runtime.runtime.replay import Loaded, load, quarantine_message, replay
+from agents_runtime.runtime.tasks import Tasks
 
 log = logging.getLogger("agents_runtime.runtime.registry")
 
 # How often the heads that moved are written to their checkpoint files: the
 # most a checkpoint trails its log's committed head while guardd runs.
 CHECKPOINT_EVERY = 1.0
+# Seconds a task of the registry gets to end once cancelled at the stop
+# (the actors have their grace before that).
+CANCEL_TIMEOUT = 1.0
 
 
 @attrs.frozen
@@ -85,9 +95,9 @@ class Registry:
         self.actors: dict[str, AgentActor] = {}
         self.quarantined: dict[str, Failure] = {}
         self._creating: set[str] = set()
-        self._discovering: dict[str, asyncio.Future[AgentActor]] = {}
+        self._discovering: dict[str, asyncio.Task[AgentActor]] = {}
         self._found_serving: set[str] = set()  # quarantined after startup
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks()
         self._running = False
         # Checkpoints: the seq each file holds (as read or last written: a
         # seq is enough, since a head only moves forward and the hash at the
@@ -98,8 +108,8 @@ class Registry:
         self._saved_seq: dict[str, int] = {}
         self._moved: set[str] = set()
         self._unsynced: set[str] = set()
-        self._closing = asyncio.Event()
         self._checkpointer: asyncio.Task[None] | None = None
+        self._follower: asyncio.Task[None] | None = None
         # One writer of checkpoint files at a time, never one going backwards:
         # a round still on its thread when stop() gives up waiting for it
         # must not overwrite the final round's newer heads.
@@ -226,40 +236,26 @@ class Registry:
         self._quarantine(agent_id, failure, "a record another node appended")
 
     def _start(self, actor: AgentActor) -> None:
-        task = asyncio.get_running_loop().create_task(
-            actor.run(), name=f"agent:{actor.state.agent_id}"
-        )
-        actor.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s ended with an error", task.get_name(), exc_info=task.exception())
+        actor.task = self._tasks.start(actor.run(), name=f"agent:{actor.state.agent_id}")
 
     async def start(self) -> None:
-        if self.store.shared and not self._running:
-            self.store.on_appended(self._appended)
+        if self._follower is None:
+            # Notices of other writers' appends (a store with one writer has none).
+            self._follower = self._tasks.start(self.store.follow(self._appended), name="follow")
         self._running = True
         for actor in self.actors.values():
             if actor.task is None:
                 self._start(actor)
         if not self.ring.read_only and self._checkpointer is None:
-            self._closing.clear()
-            self._checkpointer = asyncio.get_running_loop().create_task(
-                self._checkpoint_rounds(), name="checkpoints"
-            )
+            self._checkpointer = self._tasks.start(self._checkpoint_rounds(), name="checkpoints")
 
     # -- checkpoints ---------------------------------------------------------
 
     async def _checkpoint_rounds(self) -> None:
         """Write the heads that moved, every CHECKPOINT_EVERY seconds, until
-        stop() asks for the end (a round under way is finished first)."""
+        cancelled by stop() (which then writes the final round)."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), CHECKPOINT_EVERY)
-                return
+            await asyncio.sleep(CHECKPOINT_EVERY)
             await self.save_checkpoints()
 
     async def save_checkpoints(self) -> None:
@@ -278,6 +274,11 @@ class Registry:
         sync = [a for a in heads if a in self._unsynced]
         try:
             await asyncio.to_thread(self._write_checkpoints, heads, sync)
+        except asyncio.CancelledError:
+            # Stopped while the thread writes: the final round writes these
+            # heads too, after it (the write lock), unless it did already.
+            self._moved.update(heads)
+            raise
         except OSError as exc:
             log.error(
                 "writing checkpoints to %s failed: %s; trying again",
@@ -309,7 +310,7 @@ class Registry:
                 f"agent {agent_id} is quarantined: its log failed verification {when} "
                 f"({quarantine_message(failure)})"
             )
-        if self.store.shared:
+        if self.store.others_create_agents:
             return LateRef(self, agent_id)  # perhaps created by another node
         raise NotFound(f"no agent {agent_id}")
 
@@ -323,7 +324,10 @@ class Registry:
         self.ref(agent_id)  # Quarantined, or NotFound on a store of our own
         loading = self._discovering.get(agent_id)
         if loading is None:
-            loading = asyncio.ensure_future(self._discover(agent_id))
+            # Its error (NotFound, Quarantined, ...) is the askers' answer.
+            loading = self._tasks.start(
+                self._discover(agent_id), name=f"discover:{agent_id}", report=False
+            )
             self._discovering[agent_id] = loading
             loading.add_done_callback(lambda _: self._discovering.pop(agent_id, None))
         return await asyncio.shield(loading)
@@ -360,7 +364,7 @@ class Registry:
         return agent_id in self.actors or agent_id in self.quarantined
 
     async def list(self) -> list[dict[str, Any]]:
-        if self.store.shared:
+        if self.store.others_create_agents:
             await self._discover_all()
         entries: list[dict[str, Any]] = []
         for agent_id in sorted(set(self.actors) | set(self.quarantined)):
@@ -441,29 +445,34 @@ class Registry:
             actor.release_watchers()
 
     async def stop(self, grace: float = 4.0) -> None:
-        """Let every actor finish its mailbox and fsync, then end the tasks.
+        """Let every actor finish its mailbox and fsync, then end every task
+        of the registry by cancellation, and write the final checkpoints.
 
         Hypercorn's own grace (5 s) comes first; with this 4 s the process
         exits within the 10 s an orchestrator gives after SIGTERM."""
         self._running = False
+        # Nobody waits on these any more (Hypercorn has answered every
+        # request): notices of other writers, agents being loaded.
+        loading: list[asyncio.Task[Any]] = list(self._discovering.values())
+        if self._follower is not None:
+            loading.append(self._follower)
+            self._follower = None
+        await self._tasks.cancel(loading, within=CANCEL_TIMEOUT)
+        # Each actor finishes what its mailbox holds; one that has not within
+        # the grace is cancelled.
         actors = [a for a in self.actors.values() if a.task is not None and not a.task.done()]
         await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
-        tasks = [a.task for a in actors if a.task is not None]
-        if tasks:
-            _, late = await asyncio.wait(tasks, timeout=grace)
-            for task in late:
-                task.cancel()
-            if late:
-                await asyncio.wait(late, timeout=1.0)
+        late = await self._tasks.wait([a.task for a in actors if a.task is not None], grace)
+        await self._tasks.cancel(late, within=CANCEL_TIMEOUT)
         # The store finishes what is queued (a cancelled actor's batch
         # included) before any log is closed.
-        self.store.close()
+        await self.store.aclose()
         if self._checkpointer is not None:
-            self._closing.set()
-            await asyncio.wait([self._checkpointer], timeout=grace)
-            self._checkpointer = None
+            checkpointer, self._checkpointer = self._checkpointer, None
+            await self._tasks.cancel([checkpointer], within=grace)
             # Every head is final now: the checkpoints end where the logs do.
             await self.save_checkpoints()
+        await self._tasks.cancel(within=CANCEL_TIMEOUT)  # none should be left
         for actor in self.actors.values():
             actor.log.close()
 

@@ -17,8 +17,6 @@ from guardd.routes.common import MAX_IDEMPOTENCY_KEY, Service, ServiceBlueprint,
 
 blueprint = ServiceBlueprint("actions", __name__)
 
-STORE_POLL = 1.0  # seconds between reads of a shared store while a long-poll waits
-
 
 @blueprint.post("/v1/agents/<agent_id>/actions")
 async def request_action(service: Service, agent_id: str) -> Response:
@@ -50,9 +48,9 @@ async def get_action(service: Service, agent_id: str, action_id: str) -> Respons
         return json_response(action)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    # On a shared store another node may decide it and its notification be
-    # lost: each GetAction reads the store, so poll too.
-    poll = STORE_POLL if service.guard.registry.store.shared else wait
+    # Another node may decide it and its notification be lost: each
+    # GetAction reads the store, so poll as often as the store asks.
+    poll = service.guard.registry.store.poll_interval or wait
     while True:
         changed = await ref.ask(c.WatchAction(action_id))
         await asyncio.wait({changed}, timeout=min(poll, deadline - loop.time()))

@@ -52,7 +52,7 @@ def _readiness(service: Service) -> Readiness:
     return Readiness(
         guard.data_dir.root,
         read_only=guard.ring.read_only,
-        store=store.unready if store.shared else None,
+        store=store.unready,
     )
 
 

@@ -3,7 +3,9 @@
 The layout is ``DataDir``'s (datadir.py); appends go through the committer,
 which makes the batches of every agent waiting at one moment durable with
 one flush (committer.py). One guardd holds a data dir at a time (lock.py),
-so the file store has one writer and never raises HeadMoved.
+so the file store has one writer: its batches are decided once and
+appended, and a failed write fences the agent (part of the batch may be on
+disk; a restart sorts it out).
 """
 
 from __future__ import annotations
@@ -13,12 +15,20 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from agents_runtime.errors import AgentExists, LogReadError, LogWriteError
+from agents_runtime.errors import AgentExists, AgentUnavailable, LogReadError, LogWriteError
 from agents_runtime.log.files.committer import Committer
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import LineIndex
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
-from agents_runtime.log.store import CommitObserver, Committed, LogContents, Scan, split_log
+from agents_runtime.log.store import (
+    Batch,
+    BatchHost,
+    CommitObserver,
+    Committed,
+    LogContents,
+    Scan,
+    split_log,
+)
 
 READ_ONLY = "read-only"
 
@@ -28,8 +38,6 @@ class FileAgentLog:
     None: guardd has no signing key and never writes)."""
 
     __slots__ = ("_committer", "_index", "_read_to", "agent_id", "logfile", "path", "size")
-
-    shared = False  # the data-dir lock: this process is the only writer
 
     def __init__(
         self,
@@ -49,13 +57,36 @@ class FileAgentLog:
         self._read_to = (-1, 0)
         self._index: LineIndex | None = None  # made by the first lines()
 
-    async def append(self, data: bytes, after: Committed) -> None:
+    async def run_batch(self, host: BatchHost, batch: Batch) -> bool:
+        """The single writer's commit: decide once, append, and on a failed
+        write fence the agent and fail every caller of the batch."""
+        answers, errors, stop, data = await host.decide(batch)
+        if data:
+            try:
+                await self.append(data)
+            except LogWriteError as exc:
+                failure = AgentUnavailable(host.fence(exc))
+                errors = [(f, failure) for f, _ in answers + errors]
+                answers = []
+            else:
+                host.advance(len(data))
+        host.answer(answers, errors)
+        return stop
+
+    async def finish(self, host: BatchHost, data: bytes) -> None:
+        try:
+            await self.append(data)
+        except LogWriteError as exc:
+            host.fence(exc)
+        else:
+            host.advance(len(data))
+
+    async def append(self, data: bytes) -> None:
+        """Make ``data`` (whole lines) durable at the end of the log;
+        LogWriteError when it is not (what reached the file is unknown)."""
         if self.logfile is None:
             raise LogWriteError(READ_ONLY)
         await self._committer.append(self.logfile, data)
-
-    async def newer(self, after: Committed) -> list[bytes]:
-        return []
 
     def read(self, upto: Committed) -> LogContents:
         with self.path.open("rb") as fh:
@@ -100,7 +131,11 @@ class FileStore:
     """The logs of a data dir. ``io_for`` gives the system calls each
     agent's log is written with (the reliability tests inject faults there)."""
 
-    shared = False
+    # One writer (the data-dir lock): nothing appears that this process did
+    # not write, so nothing to poll, discover or collide with.
+    poll_interval = None
+    others_create_agents = False
+    conflicts = None
 
     def __init__(
         self,
@@ -169,11 +204,15 @@ class FileStore:
     def observe_commits(self, observer: CommitObserver) -> None:
         self.committer.on_commit = observer
 
-    def on_appended(self, callback: Callable[[str, int], None]) -> None:
-        """Never called: the data-dir lock makes this process the only writer."""
+    async def follow(self, appended: Callable[[str, int], None]) -> None:
+        """Returns at once: the data-dir lock makes this process the only writer."""
 
     async def unready(self) -> str | None:
         return None  # readiness probes the data dir itself
 
+    async def aclose(self) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Stop the committer once the queued batches are written."""
         self.committer.close()

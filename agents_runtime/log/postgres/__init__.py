@@ -9,7 +9,10 @@ Public modules (``__all__``)::
 
     schema      the tables, versioned, created and upgraded under a lock
     store       PgStore and PgAgentLog: log.store's protocols on PostgreSQL
+    batches     how an actor's batch is committed on a log other nodes write too
+    rounds      what many actors ask at one moment, in one statement
     portal      one event loop on a thread, for the seam's blocking reads
+    url         a store's URL without its password (no driver needed)
 """
 
-__all__ = ["portal", "schema", "store"]
+__all__ = ["batches", "portal", "rounds", "schema", "store", "url"]

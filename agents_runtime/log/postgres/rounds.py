@@ -6,6 +6,11 @@ under way wait and go together into the next. So under load one round trip
 serves every agent waiting (as the file store's committer shares one flush),
 and alone a request waits for nothing. The store has one of these for the
 reads of what other nodes appended and one for appends.
+
+A ``Rounds`` owns the one task that runs its rounds: started by the first
+request when none runs, it ends by itself once nobody waits, and ``aclose``
+(the store's, at shutdown) ends it by cancellation, waiting a bounded time;
+whoever still waits is cancelled.
 """
 
 from __future__ import annotations
@@ -57,11 +62,20 @@ class Rounds(Generic[Ask, Answer]):
                 else:
                     future.set_result(answer)
 
-    def cancel(self) -> None:
-        """End the rounds: whoever still waits is cancelled."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+    def cancel(self) -> asyncio.Task[None] | None:
+        """End the rounds: whoever still waits is cancelled. The task that
+        ran them, if it has yet to end."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
         for _, future in self._waiting:
             future.cancel()
         self._waiting = []
+        return None if task is None or task.done() else task
+
+    async def aclose(self, within: float) -> None:
+        """``cancel``, then wait for the task to end, ``within`` seconds at
+        most (a round in a statement ends when the driver lets it go)."""
+        task = self.cancel()
+        if task is not None:
+            await asyncio.wait([task], timeout=within)

@@ -17,7 +17,11 @@ Tables:
   record; inserted in the transaction that appends the genesis and policy
   records, so creating one agent on two nodes at once gives one row.
 - ``guard_append``: the batches of many agents' actors inserted in one
-  statement, each agent's all or nothing (version 2).
+  statement, each agent's all or nothing (version 2; kept for nodes of that
+  version while a fleet upgrades).
+- ``guard_append_after``: the same, and a batch whose first record follows
+  a row the table no longer holds (rows deleted under running nodes) is
+  refused too, and named apart: nothing is written after a gap (version 3).
 - ``guard_logs``: one row per record line, exactly the bytes the file store
   writes (without the line feed), keyed ``(agent_id, seq)``: a node whose
   batch conflicts on that key learns another node wrote first. No foreign
@@ -38,7 +42,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 NOTIFY_CHANNEL: Final = "guard_log_appended"
 
 # Any fixed 64-bit number; it only has to differ from the other advisory
@@ -123,6 +127,65 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             from unnest(agents, firsts, counts) as b(agent_id, first, n)
             where not (b.agent_id = any(refused));
             return refused;
+        end
+        $$
+        """,
+    ),
+    3: (
+        # guard_append, and one more refusal: an agent whose batch follows a
+        # row (seq first - 1) that is not in the table is in ``gone`` and
+        # has none of its rows written. Its node committed or read that row,
+        # so someone deleted it under the running nodes: writing on would
+        # put records after a gap (found only by verification, later). The
+        # check is one index lookup per agent, in the statement that
+        # inserts, so no delete can slip between them unseen by both. Its
+        # hash is checked by the read of newer rows that comes before every
+        # batch (store.py, _NEWER). A new function rather than a changed
+        # one: nodes of version 2 go on calling guard_append while a fleet
+        # upgrades.
+        """
+        create function guard_append_after(
+            agents text[], firsts bigint[], counts int[], lines bytea[], node text,
+            out moved text[], out gone text[]
+        ) language plpgsql as $$
+        declare
+            ins_agents text[];
+            ins_seqs bigint[];
+        begin
+            select coalesce(array_agg(b.agent_id), '{}') into gone
+            from unnest(agents, firsts) as b(agent_id, first)
+            where b.first > 0 and not exists (
+                select 1 from guard_logs g where g.agent_id = b.agent_id and g.seq = b.first - 1
+            );
+            with batch as (
+                select b.agent_id, b.first, b.n, sum(b.n) over (order by b.i) - b.n as skip
+                from unnest(agents, firsts, counts) with ordinality as b(agent_id, first, n, i)
+            ), written as (
+                insert into guard_logs (agent_id, seq, line)
+                select b.agent_id, b.first + k - 1, lines[b.skip + k]
+                from batch b cross join lateral generate_series(1, b.n) as k
+                where not (b.agent_id = any(gone))
+                order by b.agent_id, k
+                on conflict do nothing
+                returning agent_id, seq
+            )
+            select array_agg(agent_id), array_agg(seq) into ins_agents, ins_seqs from written;
+            select coalesce(array_agg(b.agent_id), '{}') into moved
+            from unnest(agents, counts) as b(agent_id, n)
+            where not (b.agent_id = any(gone)) and b.n > (
+                select count(*) from unnest(coalesce(ins_agents, '{}')) as w(a)
+                where w.a = b.agent_id
+            );
+            if cardinality(moved) > 0 then
+                delete from guard_logs g
+                using unnest(ins_agents, ins_seqs) as d(agent_id, seq)
+                where g.agent_id = d.agent_id and g.seq = d.seq and d.agent_id = any(moved);
+            end if;
+            perform pg_notify(
+                'guard_log_appended', b.agent_id || ' ' || (b.first + b.n - 1) || ' ' || node
+            )
+            from unnest(agents, firsts, counts) as b(agent_id, first, n)
+            where not (b.agent_id = any(moved)) and not (b.agent_id = any(gone));
         end
         $$
         """,

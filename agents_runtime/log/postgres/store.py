@@ -1,11 +1,16 @@
 """PostgreSQL as a ``LogStore``: the lines of every agent's log as rows of
 ``guard_logs`` (schema.py), exactly the bytes the file store writes.
 
-- ``append`` inserts a batch in one transaction, one multi-row INSERT of
-  ``unnest`` arrays (measured faster than one INSERT per line). The primary
-  key ``(agent_id, seq)`` makes a batch that follows a head another node has
-  moved on from fail whole: ``HeadMoved``. The same transaction notifies
-  ``NOTIFY_CHANNEL`` with the agent's ID and its new last seq.
+- ``append`` inserts a batch in rounds (rounds.py): the batches of every
+  actor waiting at one moment in one statement, ``guard_append_after``
+  (schema.py). The primary key ``(agent_id, seq)`` makes a batch that
+  follows a head another node has moved on from fail whole: ``HeadMoved``;
+  a batch that follows a row no longer there fails whole too: ``HeadGone``.
+  The same transaction notifies ``NOTIFY_CHANNEL`` with the agent's ID and
+  its new last seq.
+- ``run_batch`` commits an actor's batch by the strategy of a log other
+  nodes write too (batches.py); ``newer`` reads what they appended, and
+  checks that the head it reads from is still there as it was.
 - Async calls (``append``, ``lines``, ``create``) use a pool on the loop
   that serves requests, made on first use; the seam's blocking calls run on
   a ``Portal`` (a loop on a thread) with a pool of its own.
@@ -20,7 +25,6 @@ import functools
 import hashlib
 import secrets
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +33,7 @@ import asyncpg
 import attrs
 
 from agents_runtime.errors import AgentExists, KeyFileError, LogReadError, LogWriteError
+from agents_runtime.log.postgres.batches import SharedCommit
 from agents_runtime.log.postgres.portal import Portal
 from agents_runtime.log.postgres.rounds import Rounds
 from agents_runtime.log.postgres.schema import (
@@ -37,25 +42,43 @@ from agents_runtime.log.postgres.schema import (
     NOTIFY_CHANNEL,
     ensure_schema,
 )
-from agents_runtime.log.store import CommitObserver, Committed, HeadMoved, LogContents, Scan
+
+# masked is named here too: the banner's and the tests' way to the store's URL.
+from agents_runtime.log.postgres.url import masked as masked
+from agents_runtime.log.store import (
+    Batch,
+    BatchHost,
+    CommitObserver,
+    Committed,
+    HeadGone,
+    HeadMoved,
+    LogContents,
+    Scan,
+)
 
 _INSERT = (
     "insert into guard_logs (agent_id, seq, line)"
     " select $1, s, l from unnest($2::bigint[], $3::bytea[]) as t(s, l)"
+)
+# What other nodes appended to the logs of every agent of a round, and
+# whether the head row each read starts from is there as this node knows it
+# (``fits``): present, and holding that record's hash. A byte search for the
+# member ``"hash":"<hex>"`` of the canonical line (``_head_member``): the
+# read before every batch stays one index range scan, with no JSON parsed.
+_NEWER = (
+    "select h.agent_id, h.head, g.seq,"
+    " case when g.seq > h.head then g.line end as line,"
+    " g.seq > h.head or position(h.member in g.line) > 0 as fits"
+    " from unnest($1::text[], $2::bigint[], $3::bytea[]) as h(agent_id, head, member)"
+    " join guard_logs g on g.agent_id = h.agent_id and g.seq >= h.head"
+    " order by h.agent_id, h.head, g.seq"
 )
 _READ = "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3 order by seq"
 _READ_REGISTERED = (
     "select line from guard_logs where agent_id = $1"
     " and exists (select 1 from guard_agents where agent_id = $1) order by seq"
 )
-# What other nodes appended to the logs of every agent of a round.
-_NEWER = (
-    "select h.agent_id, h.head, g.line"
-    " from unnest($1::text[], $2::bigint[]) as h(agent_id, head)"
-    " join guard_logs g on g.agent_id = h.agent_id and g.seq > h.head"
-    " order by h.agent_id, h.head, g.seq"
-)
-_APPEND_ROUND = "select guard_append($1, $2, $3, $4, $5)"
+_APPEND_ROUND = "select moved, gone from guard_append_after($1, $2, $3, $4, $5)"
 # What a lost or refused connection, a restarting server or a timeout raise.
 DB_ERRORS = (
     asyncpg.PostgresError,
@@ -65,21 +88,13 @@ DB_ERRORS = (
     asyncio.TimeoutError,
 )
 LISTEN_RETRY = 1.0  # seconds between attempts to listen again
+# Seconds between reads of the store while a long-poll waits: a notice
+# (LISTEN/NOTIFY) lost only delays the answer this long.
+POLL_INTERVAL = 1.0
+CLOSE_TIMEOUT = 2.0  # seconds the store's own tasks and pool get to end at shutdown
 READY_TIMEOUT = 2.0  # seconds a /readyz probe of the database may take
 CONNECT_TIMEOUT = 5.0  # seconds to open a connection
 COMMAND_TIMEOUT = 10.0  # seconds a statement may take before the caller is answered 503
-
-
-def masked(url: str) -> str:
-    """``url`` with its password replaced by ``***``: for banners and logs."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = urllib.parse.quote(parts.username or "", safe="")
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 async def _pool(url: str, size: int) -> asyncpg.Pool:
@@ -102,6 +117,11 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     left open is rolled back by the pool all the same."""
 
 
+def _head_member(hash_hex: str) -> bytes:
+    """The bytes by which a record's line names its hash (RFC 8785: no space)."""
+    return b'"hash":"' + hash_hex.encode("ascii") + b'"'
+
+
 def _lines_of(data: bytes) -> list[bytes]:
     lines = data.split(b"\n")
     if lines.pop() != b"":
@@ -112,15 +132,24 @@ def _lines_of(data: bytes) -> list[bytes]:
 class PgAgentLog:
     """One agent's rows, held by its actor."""
 
-    shared = True
-
     def __init__(self, store: PgStore, agent_id: str, size: int, *, writable: bool) -> None:
         self._store = store
         self.agent_id = agent_id
         self.size = size
         self.writable = writable
+        self._commit = SharedCommit(self, store.conflict)
+
+    async def run_batch(self, host: BatchHost, batch: Batch) -> bool:
+        return await self._commit.run(host, batch)
+
+    async def finish(self, host: BatchHost, data: bytes) -> None:
+        await self._commit.finish(host, data)
 
     async def append(self, data: bytes, after: Committed) -> None:
+        """Make ``data`` (whole lines, the records after ``after``) durable:
+        HeadMoved when another writer appended after ``after``, HeadGone
+        when the row of ``after`` is gone, LogWriteError when the outcome is
+        unknown (the connection was lost); nothing is half-written."""
         if not self.writable:
             raise LogWriteError("read-only")
         lines = _lines_of(data)
@@ -128,7 +157,17 @@ class PgAgentLog:
         self.size += len(data)
 
     async def newer(self, after: Committed) -> list[bytes]:
-        return await self._store.reads().ask((self.agent_id, after.head.seq))
+        """The lines other writers committed after ``after``. HeadGone when
+        the row of ``after`` itself is gone or holds another record, or when
+        they end below a seq another node announced before this read began
+        (its notice comes only after its commit, so the rows were there)."""
+        head = after.head
+        announced = self._store.announced.get(self.agent_id, -1)
+        lines = await self._store.reads().ask((self.agent_id, head.seq, head.hash))
+        last = head.seq + len(lines)
+        if last < announced:
+            raise HeadGone(self.agent_id, last + 1)
+        return lines
 
     async def lines(self, seqs: Sequence[int], upto: Committed) -> dict[int, bytes]:
         try:
@@ -203,7 +242,8 @@ def _why(exc: BaseException) -> str:
 class PgStore:
     """The logs of every agent in one PostgreSQL database."""
 
-    shared = True
+    poll_interval = POLL_INTERVAL
+    others_create_agents = True  # any node may create an agent
 
     def __init__(self, url: str, *, checkpoint_dir: Path, max_connections: int = 8) -> None:
         self.url = url
@@ -215,12 +255,17 @@ class PgStore:
         self._portal: Portal | None = None
         self._portal_pool: asyncpg.Pool | None = None
         self._observers: list[CommitObserver] = []
-        self._appended: list[Callable[[str, int], None]] = []
-        self._listener: asyncio.Task[None] | None = None
         self._node = secrets.token_hex(8)  # names this process in its notifications
+        # The last seq other nodes announced of each agent's log (follow):
+        # a read that ends below it finds rows deleted after their commit.
+        self.announced: dict[str, int] = {}
         self._rounds_loop: asyncio.AbstractEventLoop | None = None
-        self._reads: Rounds[tuple[str, int], list[bytes]] | None = None
+        self._reads: Rounds[tuple[str, int, str], list[bytes]] | None = None
         self._writes: Rounds[tuple[str, int, list[bytes]], None] | None = None
+        self.conflicts = 0  # batches decided again after another node's write
+
+    def conflict(self) -> None:
+        self.conflicts += 1
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A worker process gets a store of the same URL, with its own connections.
@@ -228,7 +273,7 @@ class PgStore:
 
     # -- connections -----------------------------------------------------------
 
-    def reads(self) -> Rounds[tuple[str, int], list[bytes]]:
+    def reads(self) -> Rounds[tuple[str, int, str], list[bytes]]:
         """The rounds of reads of what other nodes appended, on this loop."""
         self._bind_rounds()
         assert self._reads is not None
@@ -247,18 +292,37 @@ class PgStore:
             self._reads = Rounds(self._read_round)
             self._writes = Rounds(self._write_round)
 
-    async def _read_round(self, asks: list[tuple[str, int]]) -> list[list[bytes] | BaseException]:
+    async def _read_round(
+        self, asks: list[tuple[str, int, str]]
+    ) -> list[list[bytes] | BaseException]:
         unique = sorted(set(asks))
         try:
             pool = await self.serving_pool()
-            rows = await pool.fetch(_NEWER, [a for a, _ in unique], [h for _, h in unique])
+            rows = await pool.fetch(
+                _NEWER,
+                [a for a, _, _ in unique],
+                [seq for _, seq, _ in unique],
+                [_head_member(h) for _, _, h in unique],
+            )
         except DB_ERRORS as exc:
             why = _why(exc)
-            return [LogReadError(f"reading the log of {a} failed: {why}") for a, _ in asks]
+            return [LogReadError(f"reading the log of {a} failed: {why}") for a, _, _ in asks]
         found: dict[tuple[str, int], list[bytes]] = {}
+        whole: set[tuple[str, int]] = set()  # the head row is there as it was
         for row in rows:
-            found.setdefault((row["agent_id"], row["head"]), []).append(bytes(row["line"]))
-        return [found.get(ask, []) for ask in asks]
+            key = (row["agent_id"], row["head"])
+            if row["seq"] > key[1]:
+                found.setdefault(key, []).append(bytes(row["line"]))
+            elif row["fits"]:
+                whole.add(key)
+        answers: list[list[bytes] | BaseException] = []
+        for agent_id, seq, _ in asks:
+            key = (agent_id, seq)
+            if seq >= 0 and key not in whole:
+                answers.append(HeadGone(agent_id, seq))
+            else:
+                answers.append(found.get(key, []))
+        return answers
 
     async def _write_round(
         self, batches: list[tuple[str, int, list[bytes]]]
@@ -272,7 +336,7 @@ class PgStore:
         ordered = sorted(batches, key=lambda batch: batch[0])  # see guard_append
         try:
             pool = await self.serving_pool()
-            refused = await pool.fetchval(
+            refused = await pool.fetchrow(
                 _APPEND_ROUND,
                 [agent_id for agent_id, _, _ in ordered],
                 [first for _, first, _ in ordered],
@@ -285,12 +349,15 @@ class PgStore:
             # actor reads its rows back (newer) before it answers anyone.
             why = _why(exc)
             return [LogWriteError(f"appending to {a} failed: {why}") for a, _, _ in batches]
-        moved = set(refused)
+        assert refused is not None  # a function with out parameters returns one row
+        moved, gone = set(refused["moved"]), set(refused["gone"])
         answers: list[BaseException | None] = []
         records = 0
         for agent_id, first, lines in batches:
             if agent_id in moved:
                 answers.append(HeadMoved(f"log {agent_id} has moved past seq {first - 1}"))
+            elif agent_id in gone:
+                answers.append(HeadGone(agent_id, first - 1))
             else:
                 answers.append(None)
                 records += len(lines)
@@ -454,25 +521,31 @@ class PgStore:
         for observer in self._observers:
             observer(records, seconds, 0.0)
 
-    def on_appended(self, callback: Callable[[str, int], None]) -> None:
-        """Call ``callback(agent_id, seq)`` for each batch another node commits
-        (not this one's), heard on ``NOTIFY_CHANNEL``; from the running loop."""
-        self._appended.append(callback)
-        if self._listener is None:
-            self._listener = asyncio.get_running_loop().create_task(
-                self._listen(), name="store-listen"
-            )
+    async def follow(self, appended: Callable[[str, int], None]) -> None:
+        """Call ``appended(agent_id, seq)`` for each batch another node
+        commits (not this one's), heard on ``NOTIFY_CHANNEL``, until
+        cancelled: LISTEN on a connection of its own, connected again after
+        a loss. A notification lost meanwhile only delays a long-poll: those
+        poll (``poll_interval``)."""
 
-    async def _listen(self) -> None:
-        """LISTEN on a connection of its own, connected again after a loss.
-        A notification lost meanwhile only delays a long-poll: those poll."""
+        announced = self.announced
+
+        def notified(conn: object, pid: int, channel: str, payload: object) -> None:
+            parts = str(payload).rsplit(" ", 2)
+            if len(parts) != 3 or not parts[1].isdigit() or parts[2] == self._node:
+                return
+            agent_id, seq = parts[0], int(parts[1])
+            if seq > announced.get(agent_id, -1):
+                announced[agent_id] = seq
+            appended(agent_id, seq)
+
         while True:
             conn: asyncpg.Connection | None = None
             try:
                 conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _, lost=lost: lost.set())
-                await conn.add_listener(NOTIFY_CHANNEL, self._notified)
+                await conn.add_listener(NOTIFY_CHANNEL, notified)
                 await lost.wait()
             except DB_ERRORS:
                 pass
@@ -486,14 +559,6 @@ class PgStore:
         seq, and which node wrote it (a node ignores its own)."""
         return f"{agent_id} {seq} {self._node}"
 
-    def _notified(self, conn: object, pid: int, channel: str, payload: object) -> None:
-        parts = str(payload).rsplit(" ", 2)
-        if len(parts) != 3 or not parts[1].isdigit() or parts[2] == self._node:
-            return
-        agent_id, seq = parts[0], parts[1]
-        for callback in self._appended:
-            callback(agent_id, int(seq))
-
     async def unready(self) -> str | None:
         try:
             pool = await self.serving_pool()
@@ -503,27 +568,37 @@ class PgStore:
         return None
 
     async def aclose(self) -> None:
-        """Close the serving pool, from the loop that made it."""
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
-            listener.cancel()
-            await asyncio.gather(listener, return_exceptions=True)
-        if self._pool is not None:
+        """Release what the store holds, from the loop that served: the
+        rounds end by cancellation and the serving pool closes, each waited
+        for ``CLOSE_TIMEOUT`` seconds at most; then the blocking calls' loop."""
+        loop = asyncio.get_running_loop()
+        if self._rounds_loop is loop:
+            for rounds in (self._reads, self._writes):
+                if rounds is not None:
+                    await rounds.aclose(within=CLOSE_TIMEOUT)
+        if self._pool is not None and self._pool_loop is loop:
             pool, self._pool = self._pool, None
-            await pool.close()
+            try:
+                await asyncio.wait_for(pool.close(), CLOSE_TIMEOUT)
+            except TimeoutError:
+                pool.terminate()  # a server that does not answer: drop the connections
+        await asyncio.to_thread(self._close_portal)
 
     def close(self) -> None:
+        """Release what is left, without a loop (the audit tool, a failed
+        start): rounds cancelled, the serving pool's connections dropped,
+        the blocking calls' loop and pool closed."""
         for rounds in (self._reads, self._writes):
             if rounds is not None:
                 rounds.cancel()
-        if self._listener is not None:
-            self._listener.cancel()  # called on its loop (the registry's stop)
-            self._listener = None
         if self._pool is not None:
             loop = self._pool_loop
             if loop is not None and not loop.is_closed():
                 self._pool.terminate()  # every actor has stopped: nothing is in flight
             self._pool = None
+        self._close_portal()
+
+    def _close_portal(self) -> None:
         portal, pool = self._portal, self._portal_pool
         self._portal = self._portal_pool = None
         if portal is not None:
