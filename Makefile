@@ -18,9 +18,15 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@ $(VENV)/.installed $(VENV)/.installed-postgres
+
+# The PostgreSQL driver, an extra: installed by `make run` only when
+# GUARD_STORE names a postgresql:// store (the file store needs none).
+$(VENV)/.installed-postgres: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[postgres]'
 	@touch $@ $(VENV)/.installed
 
-run: $(VENV)/.installed
+run: $(VENV)/.installed $(if $(filter postgresql://% postgres://%,$(GUARD_STORE)),$(VENV)/.installed-postgres)
 	$(BIN)/guardd
 
 lint: $(VENV)/.installed-dev

@@ -166,3 +166,25 @@ def test_what_if_replays_every_agent_of_a_store_under_a_candidate(
     assert reports[0]["by_change"] == {"allowed->denied:tool_not_allowed": 1}
     assert main(["replay", "--store", dsn, "--agent", "beta", "--policy", str(candidate)]) == 0
     assert "beta" in capsys.readouterr().out
+
+
+def test_verify_store_without_the_driver_says_how_to_install_it(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['asyncpg'] = None; from audit.cli import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "verify", "--store", "postgresql://guard@127.0.0.1:1/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GUARD_")},
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.endswith(
+        "asyncpg, which is not installed; install it with: .venv/bin/pip install -e '.[postgres]'\n"
+    )
+    assert "Traceback" not in done.stderr
