@@ -532,3 +532,63 @@ def test_a_due_expiry_on_an_unreachable_database_is_tried_again_calmly(
         assert time.monotonic() < deadline, status.text
         time.sleep(0.3)
     assert status.json()["reason"]["code"] == "approval_expired"
+
+
+def _assert_quarantined_for_a_gap(nodes: Nodes, agent: Agent, seq: int) -> None:
+    """Every node answers 503 ``quarantined`` naming the gap at ``seq``, and
+    lists the agent as quarantined."""
+    for api in (nodes.one, nodes.two):
+        who = nodes.agent_on(api, agent)
+        refused = assert_error(who.act("search"), 503, "quarantined")
+        assert f"(seq {seq}): gap: a committed record is gone from the store" in refused["error"]
+        assert_error(who.client.get(agent.path), 503, "quarantined")
+        listed = {e["agent_id"]: e for e in ok(api.admin.get("/v1/agents"))["agents"]}
+        assert listed[agent.agent_id]["state"] == "quarantined"
+        assert listed[agent.agent_id]["failure"] == {
+            "line": seq + 1,
+            "seq": seq,
+            "reason": "gap: a committed record is gone from the store",
+        }
+
+
+def test_rows_deleted_under_running_nodes_quarantine_the_agent_and_nothing_is_written_after(
+    nodes: Nodes,
+) -> None:
+    agent = nodes.one.create(policy=POLICY | {"budget": 100})
+    there = nodes.agent_on(nodes.two, agent)
+    for k in range(4):
+        ok((agent if k % 2 else there).act("search"))
+    for who in (agent, there):  # both nodes hold the agent at its last record
+        ok(who.client.get(agent.path))
+    last = len(store_lines(nodes.dsn, agent.agent_id)) - 1
+    run_sql(
+        nodes.dsn,
+        "delete from guard_logs where agent_id = $1 and seq >= $2",
+        agent.agent_id,
+        last - 1,
+    )
+    _assert_quarantined_for_a_gap(nodes, agent, last)
+    assert len(store_lines(nodes.dsn, agent.agent_id)) == last - 1  # nothing after the hole
+
+
+def test_a_node_behind_the_deleted_rows_learns_of_them_from_the_notices_and_writes_nothing(
+    nodes: Nodes,
+) -> None:
+    agent = nodes.one.create(policy=POLICY | {"budget": 100})
+    there = nodes.agent_on(nodes.two, agent)
+    ok(there.client.get(agent.path))  # node two holds the agent at its policy record
+    for _ in range(3):
+        ok(agent.act("search"))  # node two hears of each but reads none of them
+    time.sleep(1.0)  # the notices reach node two
+    lines = len(store_lines(nodes.dsn, agent.agent_id))
+    run_sql(nodes.dsn, "delete from guard_logs where agent_id = $1 and seq >= 2", agent.agent_id)
+    _assert_quarantined_for_a_gap_on_two_then_one(nodes, agent, lines)
+    assert len(store_lines(nodes.dsn, agent.agent_id)) == 2
+
+
+def _assert_quarantined_for_a_gap_on_two_then_one(nodes: Nodes, agent: Agent, lines: int) -> None:
+    there = nodes.agent_on(nodes.two, agent)
+    refused = assert_error(there.act("search"), 503, "quarantined")
+    assert "(seq 2): gap: a committed record is gone from the store" in refused["error"]
+    refused = assert_error(agent.act("search"), 503, "quarantined")
+    assert f"(seq {lines - 1}): gap: a committed record is gone from the store" in refused["error"]

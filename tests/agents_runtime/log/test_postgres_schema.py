@@ -132,3 +132,73 @@ async def test_a_batch_refused_in_part_leaves_none_of_its_rows(conn: asyncpg.Con
         ("b", 0, b"b0"),
         ("b", 1, b"b1"),
     ]
+
+
+def test_the_append_after_function_notifies_on_the_channel_nodes_listen_on() -> None:
+    from agents_runtime.log.postgres.schema import MIGRATIONS, NOTIFY_CHANNEL
+
+    assert f"'{NOTIFY_CHANNEL}'" in MIGRATIONS[3][0]
+
+
+async def test_a_version_2_database_is_upgraded_keeping_its_rows_and_guard_append(
+    conn: asyncpg.Connection,
+) -> None:
+    from agents_runtime.log.postgres.schema import MIGRATIONS
+
+    async with conn.transaction():
+        for version in (1, 2):
+            for statement in MIGRATIONS[version]:
+                await conn.execute(statement)
+        await conn.execute("insert into guard_meta values ($1, '2')", META_SCHEMA_VERSION)
+    await conn.execute("insert into guard_logs values ('a', 0, $1)", b"line")
+    result = await ensure_schema(conn)
+    assert (result.found, result.version) == (2, SCHEMA_VERSION)
+    assert await conn.fetchval("select line from guard_logs") == b"line"
+    row = await conn.fetchrow(
+        "select moved, gone from guard_append_after($1, $2, $3, $4, 'n')",
+        ["a", "b"],
+        [1, 0],
+        [1, 1],
+        [b"a1", b"b0"],
+    )
+    assert (row["moved"], row["gone"]) == ([], [])
+    # Nodes of version 2 still running while the fleet upgrades keep their function.
+    refused = await conn.fetchval(
+        "select guard_append($1, $2, $3, $4, 'n')", ["b"], [1], [1], [b"b1"]
+    )
+    assert refused == []
+
+
+async def test_a_batch_after_a_row_that_is_gone_writes_none_of_its_rows(
+    conn: asyncpg.Connection,
+) -> None:
+    await ensure_schema(conn)
+    for seq in range(4):
+        await conn.execute("insert into guard_logs values ('a', $1, $2)", seq, b"a%d" % seq)
+    await conn.execute("insert into guard_logs values ('b', 0, $1)", b"b0")
+    await conn.execute("delete from guard_logs where agent_id = 'a' and seq >= 2")  # a gap
+    row = await conn.fetchrow(
+        "select moved, gone from guard_append_after($1, $2, $3, $4, 'n')",
+        ["a", "b"],
+        [4, 1],
+        [2, 1],
+        [b"a4", b"a5", b"b1"],
+    )
+    assert (row["moved"], row["gone"]) == ([], ["a"])
+    rows = await conn.fetch("select agent_id, seq from guard_logs order by agent_id, seq")
+    assert [(r["agent_id"], r["seq"]) for r in rows] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+
+
+async def test_a_batch_whose_rows_are_taken_is_moved_not_gone(conn: asyncpg.Connection) -> None:
+    await ensure_schema(conn)
+    for seq in range(3):
+        await conn.execute("insert into guard_logs values ('a', $1, $2)", seq, b"theirs")
+    row = await conn.fetchrow(
+        "select moved, gone from guard_append_after($1, $2, $3, $4, 'n')",
+        ["a"],
+        [2],
+        [2],
+        [b"a2", b"a3"],
+    )
+    assert (row["moved"], row["gone"]) == (["a"], [])
+    assert await conn.fetchval("select count(*) from guard_logs") == 3

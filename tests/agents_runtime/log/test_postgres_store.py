@@ -14,7 +14,7 @@ from agents_runtime.errors import AgentExists, LogReadError
 from agents_runtime.log.postgres.schema import ensure_schema
 from agents_runtime.log.postgres.store import PgStore, masked
 from agents_runtime.log.record import Head, seal
-from agents_runtime.log.store import Committed, HeadMoved, LogContents
+from agents_runtime.log.store import Committed, HeadGone, HeadMoved, LogContents
 from tests.agents_runtime.support import TEST_SIGNER
 
 
@@ -93,3 +93,48 @@ def test_a_worker_process_gets_a_store_of_the_same_url(store: PgStore) -> None:
     assert copy.url == store.url
     assert copy.default_checkpoint_dir() == store.default_checkpoint_dir()
     copy.close()
+
+
+async def test_a_batch_after_a_row_deleted_under_it_is_head_gone_and_not_written(
+    store: PgStore, postgres_dsn: str
+) -> None:
+    lines = _lines(6)
+    await store.create("a", b"".join(lines[:4]))
+    log = store.open("a", await asyncio.to_thread(store.read, "a"), writable=True)
+    head = Committed(Head(3, canonical_hash(lines[3])), 0)
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute("delete from guard_logs where agent_id = 'a' and seq >= 2")
+    finally:
+        await conn.close()
+    with pytest.raises(HeadGone, match=r"^log a: the store no longer holds seq 3 "):
+        await log.append(b"".join(lines[4:6]), head)
+    with pytest.raises(HeadGone, match=r"^log a: the store no longer holds seq 3 "):
+        await log.newer(head)
+    assert len((await asyncio.to_thread(store.read, "a")).lines) == 2
+
+
+async def test_a_read_from_a_head_whose_row_was_replaced_is_head_gone(
+    store: PgStore, postgres_dsn: str
+) -> None:
+    lines = _lines(4)
+    await store.create("a", b"".join(lines))
+    log = store.open("a", await asyncio.to_thread(store.read, "a"), writable=True)
+    head = Committed(Head(3, canonical_hash(lines[3])), 0)
+    assert await log.newer(head) == []
+    other = _lines(4, start=Head(2, canonical_hash(lines[2])))[0]  # another record at seq 3
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute(
+            "update guard_logs set line = $1 where agent_id = 'a' and seq = 3", other[:-1]
+        )
+    finally:
+        await conn.close()
+    with pytest.raises(HeadGone, match=r"seq 3 "):
+        await log.newer(head)
+
+
+def canonical_hash(line: bytes) -> str:
+    from agents_runtime.log import canonical
+
+    return str(canonical.loads(line[:-1])["hash"])
