@@ -16,8 +16,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	@touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+# requirements-integrations.txt: the agent frameworks the adapters are tested with.
+$(VENV)/.installed-dev: pyproject.toml requirements-integrations.txt | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]' -r requirements-integrations.txt
 	@touch $@ $(VENV)/.installed $(VENV)/.installed-postgres
 
 # The PostgreSQL driver, an extra: installed by `make run` only when
