@@ -20,9 +20,11 @@ path and in how a held call pauses the run; the rules are the same for all:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Coroutine, Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -171,14 +173,26 @@ class ToolGuard:
             raise ValueError(f"argument {name!r} is the cost and must be finite, not {value!r}")
         return number
 
-    async def ask(self, tool: str, args: Mapping[str, Any]) -> Verdict:
-        """Request the action; no waiting."""
+    async def ask(
+        self, tool: str, args: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> Verdict:
+        """Request the action; no waiting. A repeat with the same ``idempotency_key``
+        (a framework running the call again on resuming) gets the first decision
+        on the same action back."""
         try:
             cost = self.cost(tool, args)
         except ValueError as exc:
             return refused("bad_cost", str(exc))
+        # Always a key of our own: a request cut short by a cancellation can be
+        # sent again to learn which action it made, and withdraw it.
+        key = idempotency_key or f"adapter-{uuid.uuid4().hex}"
         try:
-            decision = await self.client.request_action(tool, dict(args), cost=cost)
+            decision = await self.client.request_action(
+                tool, dict(args), cost=cost, idempotency_key=key
+            )
+        except anyio.get_cancelled_exc_class():
+            await self._abandon(tool, args, cost, key)
+            raise
         except ActionDenied as exc:
             return denied(exc)
         except GuardError as exc:
@@ -236,9 +250,12 @@ class ToolGuard:
             return unavailable(exc, action_id)
 
     async def withdraw(self, action_id: str, why: str) -> None:
-        """Cancel a held action; shielded, since the caller may be the task being
+        """Cancel a held action, to the end even if the caller is being
         cancelled, and bounded, so a silent guard cannot hold it up for long."""
-        with anyio.move_on_after(WITHDRAW_WITHIN, shield=True):
+        await _to_the_end(self._withdraw(action_id, why))
+
+    async def _withdraw(self, action_id: str, why: str) -> None:
+        with anyio.move_on_after(WITHDRAW_WITHIN):
             try:
                 await self.client.cancel(action_id, why)
             except InvalidState as exc:
@@ -248,6 +265,34 @@ class ToolGuard:
                     "could not withdraw action %s; it may stay pending: %s", action_id, exc
                 )
 
+    async def _abandon(
+        self, tool: str, args: Mapping[str, Any], cost: Money | None, key: str
+    ) -> None:
+        """The caller was cancelled while its request was in flight: the action
+        may exist, held, with nobody left to wait for it. The same request again
+        (same key: the first decision, no second action) says which; a held
+        one is withdrawn."""
+        await _to_the_end(self._find_and_withdraw(tool, args, cost, key))
+
+    async def _find_and_withdraw(
+        self, tool: str, args: Mapping[str, Any], cost: Money | None, key: str
+    ) -> None:
+        with anyio.move_on_after(WITHDRAW_WITHIN):
+            try:
+                decision = await self.client.request_action(
+                    tool, dict(args), cost=cost, idempotency_key=key
+                )
+            except GuardError as exc:
+                logger.warning("could not learn what a cancelled tool call asked for: %s", exc)
+                return
+            if decision.pending:
+                await self._withdraw(decision.action_id, WHY_CANCELLED)
+            elif decision.allowed:
+                logger.warning(
+                    "action %s was allowed as its tool call was cancelled; the tool did not run",
+                    decision.action_id,
+                )
+
     async def report(self, action_id: str, error: BaseException | None = None) -> None:
         """Report ``success``, or ``failure`` with the error, for an allowed call that ran."""
         status, detail = ("success", None) if error is None else ("failure", failure_detail(error))
@@ -255,3 +300,27 @@ class ToolGuard:
             await self.client.report_outcome(action_id, status, detail)
         except GuardError as exc:
             logger.warning("could not report the %s of action %s: %s", status, action_id, exc)
+
+
+async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` to its end although the calling task is being cancelled.
+
+    A cancel scope's shield stops AnyIO's cancellation only, and the
+    frameworks cancel their tool tasks with asyncio's own ``Task.cancel``
+    (more than once, at times): under asyncio the work runs as a task of its
+    own, and the caller, cancelled meanwhile, waits for it before it goes on
+    being cancelled.
+    """
+    if anyio.get_cancelled_exc_class() is not asyncio.CancelledError:
+        with anyio.CancelScope(shield=True):
+            await work
+        return
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
