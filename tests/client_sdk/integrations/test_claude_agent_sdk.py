@@ -1,19 +1,27 @@
-"""The Claude Agent SDK adapter, against a real guardd. A session needs the
-Claude Code CLI and a model, so the permission callback and the hooks are
+"""The Claude Agent SDK adapter, against a real guardd. A real session needs
+the Claude Code CLI and a model, so the permission callback and the hooks are
 called here as the SDK calls them, with the SDK's own types
-(``ToolPermissionContext``, the hook inputs, ``PermissionResult*``)."""
+(``ToolPermissionContext``, the hook inputs, ``PermissionResult*``), and a
+whole session runs through the SDK's client and control protocol with a
+scripted CLI on the other end of its ``Transport``."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 from claude_agent_sdk import (
     ClaudeAgentOptions,
+    ClaudeSDKClient,
     HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
     ToolPermissionContext,
+    Transport,
 )
 
 from client_sdk import AsyncGuardClient
@@ -183,3 +191,137 @@ def test_options_set_the_callback_and_add_the_outcome_hooks_to_those_given(
     assert [m.hooks for m in options.hooks["PostToolUse"]] == [[mine], [guard.report_outcome]]
     assert [m.hooks for m in options.hooks["PostToolUseFailure"]] == [[guard.report_outcome]]
     assert given.hooks == {"PostToolUse": [given.hooks["PostToolUse"][0]]}  # left as it was
+
+
+class ScriptedCLI(Transport):
+    """The Claude Code CLI's side of the SDK's control protocol, scripted: it
+    answers ``initialize`` (keeping the hooks the SDK registers), and when the
+    user's message comes, asks permission for every scripted tool call at
+    once, "runs" the allowed ones, calls the outcome hooks the SDK registered,
+    and ends the turn with a result message."""
+
+    def __init__(self, *calls: tuple[str, dict[str, Any], str | None]) -> None:
+        self.calls = calls  # (tool, input, the error it fails with or None)
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+        self.answers: dict[str, dict[str, Any]] = {}  # tool use ID -> permission answer
+        self._out: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._hooks: dict[str, Any] = {}
+        self._numbers = itertools.count(1)
+        self._turns: set[asyncio.Task[None]] = set()
+
+    async def connect(self) -> None:
+        pass
+
+    def is_ready(self) -> bool:
+        return True
+
+    async def end_input(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        self._out.put_nowait(None)
+
+    async def read_messages(self) -> AsyncIterator[dict[str, Any]]:
+        while (message := await self._out.get()) is not None:
+            yield message
+
+    async def write(self, data: str) -> None:
+        message = json.loads(data)
+        if message["type"] == "control_request":  # initialize, from the SDK
+            self._hooks = message["request"].get("hooks") or {}
+            answer = {"subtype": "success", "request_id": message["request_id"], "response": {}}
+            await self._out.put({"type": "control_response", "response": answer})
+        elif message["type"] == "control_response":
+            response = message["response"]
+            self._waiting.pop(response["request_id"]).set_result(response)
+        elif message["type"] == "user":
+            turn = asyncio.ensure_future(self._turn())
+            self._turns.add(turn)
+            turn.add_done_callback(self._turns.discard)
+
+    async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        request_id = f"cli-{next(self._numbers)}"
+        self._waiting[request_id] = asyncio.get_running_loop().create_future()
+        await self._out.put(
+            {"type": "control_request", "request_id": request_id, "request": request}
+        )
+        return await self._waiting[request_id]
+
+    async def _turn(self) -> None:
+        await asyncio.gather(*(self._tool(f"toolu_{i}", *c) for i, c in enumerate(self.calls)))
+        await self._out.put(
+            {
+                "type": "result",
+                "subtype": "success",
+                "duration_ms": 1,
+                "duration_api_ms": 1,
+                "is_error": False,
+                "num_turns": 1,
+                "session_id": "s-1",
+                "result": "done",
+            }
+        )
+
+    async def _tool(
+        self, tool_use_id: str, tool: str, args: dict[str, Any], error: str | None
+    ) -> None:
+        answer = await self._ask(
+            {
+                "subtype": "can_use_tool",
+                "tool_name": tool,
+                "input": args,
+                "tool_use_id": tool_use_id,
+            }
+        )
+        self.answers[tool_use_id] = answer["response"]
+        if answer["response"]["behavior"] != "allow":
+            return
+        self.ran.append((tool, args))
+        event = "PostToolUse" if error is None else "PostToolUseFailure"
+        hook_input = post(tool, args, tool_use_id, error)
+        for matcher in self._hooks.get(event, []):
+            for callback_id in matcher["hookCallbackIds"]:
+                await self._ask(
+                    {
+                        "subtype": "hook_callback",
+                        "callback_id": callback_id,
+                        "input": hook_input,
+                        "tool_use_id": tool_use_id,
+                    }
+                )
+
+
+async def session(guard: ActionGuard, cli: ScriptedCLI) -> list[Any]:
+    async with ClaudeSDKClient(guard.options(), transport=cli) as claude:
+        await claude.query("go")
+        return [message async for message in claude.receive_response()]
+
+
+async def test_through_the_sdk_a_session_asks_guardd_and_reports_each_outcome(
+    guarded_agent: GuardedAgent,
+) -> None:
+    # The SDK's own control protocol carries the permission requests and the
+    # hooks: an allowed call that succeeds, one that fails, a denied one, and
+    # a held one approved meanwhile, all in one turn.
+    guard = ActionGuard(guarded_agent.client)
+    cli = ScriptedCLI(
+        ("search", {"query": "guards"}, None),
+        ("flaky", {}, "Exit code 1: disk full"),
+        ("Bash", {"command": "rm -rf /"}, None),
+        ("send_email", EMAIL, None),
+    )
+    with anyio.fail_after(SAFETY):
+        async with anyio.create_task_group() as group:
+            group.start_soon(guarded_agent.approve_all)
+            messages = await session(guard, cli)
+    assert messages[-1].result == "done"
+    assert sorted(tool for tool, _ in cli.ran) == ["flaky", "search", "send_email"]
+    assert cli.answers["toolu_0"] == {"behavior": "allow", "updatedInput": {"query": "guards"}}
+    assert cli.answers["toolu_2"]["behavior"] == "deny"
+    assert "(tool_not_allowed)" in cli.answers["toolu_2"]["message"]
+    assert await guarded_agent.outcomes() == {
+        "search": "success",
+        "flaky": "failure",
+        "send_email": "success",
+    }
