@@ -8,10 +8,10 @@ connections; ``plan[n]`` says what happens to request ``n``:
 - ``"drop"``: forward the request, read the service's whole answer, then close
   the client's connection without relaying it (the service acted, the client
   never hears);
-- ``"hold"``: forward it and read the service's whole answer, then relay
-  nothing and wait until the client closes the connection (an answer still on
-  its way when the client gives up);
-- ``"unavailable"``: answer 503 itself without forwarding.
+- ``"unavailable"``: answer 503 itself without forwarding;
+- ``"hold"``: forward the request, read the service's whole answer, set
+  ``holding``, and keep the answer until the client gives up and closes the
+  connection (the service acted; the client is still waiting).
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class Proxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
+        self.holding = threading.Event()
 
     @property
     def url(self) -> str:
@@ -129,6 +130,7 @@ class Proxy:
                 if answer is None or step == "drop":
                     break
                 if step == "hold":
+                    self.holding.set()
                     await reader.read()  # until the client closes its end
                     break
                 writer.write(answer[0])
