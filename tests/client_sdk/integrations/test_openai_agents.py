@@ -244,3 +244,23 @@ async def test_a_run_resumed_by_another_guard_finds_the_same_action(
     assert len(await guarded_agent.records("action_requested")) == 1
     assert await guarded_agent.outcomes() == {"send_email": "success"}
     assert second.final_output is not None
+
+
+async def test_a_streamed_run_is_guarded_and_resumed_the_same_way(
+    guarded_agent: GuardedAgent,
+) -> None:
+    tools = Tools()
+    guard = ActionGuard(guarded_agent.client)
+    agent = tools.agent(scripted(EMAIL), guard)
+    first = Runner.run_streamed(agent, "write to a")
+    async for _ in first.stream_events():
+        pass
+    assert [i.tool_name for i in first.interruptions] == ["send_email"]
+    assert tools.ran == []
+    await guarded_agent.approve_all()
+    second = Runner.run_streamed(agent, await guard.resolve(first))
+    async for _ in second.stream_events():
+        pass
+    assert second.final_output == "done"
+    assert tools.ran == [("send_email", {"to": "a@example.com", "body": "hi"})]
+    assert await guarded_agent.outcomes() == {"send_email": "success"}
