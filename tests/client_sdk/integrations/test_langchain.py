@@ -14,6 +14,8 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
 from client_sdk import AsyncGuardClient
@@ -329,3 +331,59 @@ async def test_a_synchronous_run_is_refused_before_any_tool_runs(
     with pytest.raises(NotImplementedError, match="ainvoke"):
         await anyio.to_thread.run_sync(agent.invoke, ask("find x"))
     assert tools.ran == []
+
+
+def graph_of(tools: Tools, model: ScriptedChat, guard: ActionGuardMiddleware) -> Any:
+    """A LangGraph graph of its own (no create_agent): the model, then a
+    ToolNode the guard wraps."""
+
+    async def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools.all, awrap_tool_call=guard.awrap_tool_call))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+async def test_a_plain_langgraph_tool_node_is_guarded_through_awrap_tool_call(
+    guarded_agent: GuardedAgent,
+) -> None:
+    tools = Tools()
+    guard = ActionGuardMiddleware(guarded_agent.client)
+    model = scripted(EMAIL, ("delete_everything", {}))
+    app = graph_of(tools, model, guard)
+    config = thread()
+    state = await app.ainvoke(ask("write to a, then clean up"), config)
+    (paused,) = state["__interrupt__"]
+    assert paused.value["tool"] == "send_email"
+    await guarded_agent.approve_all()
+    resume = await ActionGuardMiddleware.decisions(guarded_agent.client, state["__interrupt__"])
+    state = await app.ainvoke(Command(resume=resume), config)
+    assert state["messages"][-1].content == "done"
+    assert tools.ran == [("send_email", {"to": "a@example.com", "body": "hi"})]
+    assert "(tool_not_allowed)" in received(state)["call-1"].content
+    assert await guarded_agent.outcomes() == {"send_email": "success"}
+
+
+async def test_an_allowed_call_beside_a_held_one_runs_once_across_the_resume(
+    guarded_agent: GuardedAgent,
+) -> None:
+    # create_agent runs each tool call as a task of its own: resuming re-runs
+    # only the interrupted one.
+    tools = Tools()
+    model = scripted(("search", {"query": "q"}), EMAIL)
+    guard = ActionGuardMiddleware(guarded_agent.client)
+    agent = tools.agent(model, guard, checkpointed=True)
+    config = thread()
+    state = await agent.ainvoke(ask("search, then write to a"), config)
+    assert tools.ran == [("search", {"query": "q", "limit": 3})]
+    await guarded_agent.approve_all()
+    resume = await ActionGuardMiddleware.decisions(guarded_agent.client, state["__interrupt__"])
+    await agent.ainvoke(Command(resume=resume), config)
+    assert [tool for tool, _ in tools.ran] == ["search", "send_email"]
+    assert len(await guarded_agent.records("action_requested")) == 2
+    assert len(await guarded_agent.records("outcome")) == 2
