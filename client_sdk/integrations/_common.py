@@ -234,9 +234,11 @@ class ToolGuard:
             await self.withdraw(action_id, WHY_INTERRUPT)
             raise
 
-    async def decide(self, tool: str, args: Mapping[str, Any]) -> Verdict:
+    async def decide(
+        self, tool: str, args: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> Verdict:
         """Ask, and wait while the call is held: ``allowed`` or ``refused``."""
-        verdict = await self.ask(tool, args)
+        verdict = await self.ask(tool, args, idempotency_key=idempotency_key)
         if verdict.pending:
             assert verdict.action_id is not None
             verdict = await self.wait(verdict.action_id)

@@ -23,6 +23,7 @@ capability asks guardd again, so a ``DeferredToolResults`` built by hand
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,12 +84,18 @@ class ActionGuard(AbstractCapability[Any]):
         handler: WrapToolExecuteHandler,
     ) -> Any:
         held = _held_action(ctx)
+        # The call's ID is the request's Idempotency-Key: a call deferred and
+        # resumed without the action ID (results built by hand) finds the same
+        # action rather than making a second one.
+        key = _key(call.tool_call_id)
         if held is not None:
             verdict = await self.guard.recheck(held)
         elif self.wait:
-            verdict = await self.guard.decide(call.tool_name, call.args_as_dict())
+            verdict = await self.guard.decide(
+                call.tool_name, call.args_as_dict(), idempotency_key=key
+            )
         else:
-            verdict = await self.guard.ask(call.tool_name, call.args_as_dict())
+            verdict = await self.guard.ask(call.tool_name, call.args_as_dict(), idempotency_key=key)
         if verdict.pending:
             raise ApprovalRequired(metadata={ACTION_ID_KEY: verdict.action_id})
         if not verdict.allowed:
@@ -140,3 +147,7 @@ def _held_action(ctx: RunContext[Any]) -> str | None:
         return None
     action_id = ctx.tool_call_metadata.get(ACTION_ID_KEY)
     return action_id if isinstance(action_id, str) else None
+
+
+def _key(tool_call_id: str) -> str:
+    return "pydantic-ai-" + hashlib.sha256(tool_call_id.encode()).hexdigest()

@@ -277,3 +277,18 @@ async def test_with_the_guard_down_no_tool_runs_and_the_model_is_told(
     result = await agent.run("find x")
     assert tools.ran == []
     assert "(guard_unreachable)" in received(result.all_messages())["call-0"]
+
+
+async def test_an_approval_built_by_hand_without_the_action_id_finds_the_same_held_action(
+    guarded_agent: GuardedAgent,
+) -> None:
+    tools = Tools()
+    agent = tools.agent(scripted(EMAIL), ActionGuard(guarded_agent.client))
+    first = await agent.run("write to a")
+    assert isinstance(first.output, DeferredToolRequests)
+    by_hand = first.output.build_results(approve_all=True)  # no metadata
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=by_hand)
+    assert tools.ran == []
+    assert isinstance(second.output, DeferredToolRequests)
+    assert second.output.metadata == first.output.metadata
+    assert len(await guarded_agent.records("action_requested")) == 1
