@@ -108,7 +108,17 @@ class ActionGuard:
         invoke = guarded.on_invoke_tool
 
         async def invoke_and_report(ctx: ToolContext[Any], arguments: str) -> Any:
-            action_id = self._allowed.pop(ctx.tool_call_id)
+            action_id = self._allowed.pop(ctx.tool_call_id, None)
+            if action_id is None:
+                # The guardrail did not run: the SDK skips it when it continues
+                # a nested agent-tool run. Fail closed: ask here (the same key
+                # finds the action the first invocation was allowed on).
+                verdict = await self.guard.decide(
+                    name, _arguments(arguments), idempotency_key=_key(ctx.tool_call_id)
+                )
+                if not verdict.allowed:
+                    return verdict.refusal
+                action_id = verdict.action_id or ""
             try:
                 result = await invoke(ctx, arguments)
             except Exception as exc:

@@ -7,9 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from agents import Agent, Runner, RunResult, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    FunctionTool,
+    Runner,
+    RunResult,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool_context import ToolContext
 
 from client_sdk import AsyncGuardClient
 from client_sdk.integrations.openai_agents import ActionGuard
@@ -264,3 +272,27 @@ async def test_a_streamed_run_is_guarded_and_resumed_the_same_way(
     assert second.final_output == "done"
     assert tools.ran == [("send_email", {"to": "a@example.com", "body": "hi"})]
     assert await guarded_agent.outcomes() == {"send_email": "success"}
+
+
+async def test_a_tool_invoked_without_its_guardrail_asks_guardd_itself(
+    guarded_agent: GuardedAgent,
+) -> None:
+    # The SDK skips input guardrails when it continues a nested agent-tool
+    # run: the guarded invoker then asks guardd itself (fail closed).
+    tools = Tools()
+    guard = ActionGuard(guarded_agent.client)
+    search, _, _, _, delete_everything = (guard.tool(t) for t in tools.all)
+    assert isinstance(search, FunctionTool)
+    assert isinstance(delete_everything, FunctionTool)
+
+    def context(name: str, arguments: str) -> ToolContext[Any]:
+        return ToolContext(
+            context=None, tool_name=name, tool_call_id=f"direct-{name}", tool_arguments=arguments
+        )
+
+    refused = await delete_everything.on_invoke_tool(context("delete_everything", "{}"), "{}")
+    assert "(tool_not_allowed)" in refused
+    arguments = '{"query": "q"}'
+    assert await search.on_invoke_tool(context("search", arguments), arguments) == "3 results for q"
+    assert tools.ran == [("search", {"query": "q", "limit": 3})]
+    assert await guarded_agent.outcomes() == {"search": "success"}
