@@ -29,6 +29,7 @@ from client_sdk._core import (
     Money,
     Request,
     agent_id_from_token,
+    new_idempotency_key,
     next_log_after,
     parse_response,
 )
@@ -452,7 +453,7 @@ def _guard(client: AsyncGuardClient, spec: _guarded.AsyncToolSpec) -> Callable[.
     @functools.wraps(spec.fn)
     async def guarded_tool(*args: Any, **kwargs: Any) -> Any:
         tool_input = spec.bind(args, kwargs)
-        decision = await client.request_action(spec.name, tool_input, cost=spec.cost)
+        decision = await _ask(client, spec, tool_input)
         action_id, receipt = await _wait(client, decision, spec)
         try:
             result = await spec.acall(args, kwargs, receipt)
@@ -466,6 +467,23 @@ def _guard(client: AsyncGuardClient, spec: _guarded.AsyncToolSpec) -> Callable[.
         return result
 
     return guarded_tool
+
+
+async def _ask(client: AsyncGuardClient, spec: _guarded.ToolSpec, tool_input: Any) -> Decision:
+    # A key of our own: a request cut short can be sent again to learn its action.
+    key = new_idempotency_key()
+    try:
+        return await client.request_action(spec.name, tool_input, spec.cost, key)
+    # unasync: async only
+    except anyio.get_cancelled_exc_class():
+        if not spec.keep_pending:
+            await _abandon(client, spec, tool_input, key, _guarded.WHY_CANCELLED)
+        raise
+    # unasync: end
+    except KeyboardInterrupt:
+        if not spec.keep_pending:
+            await _abandon(client, spec, tool_input, key, _guarded.WHY_INTERRUPT)
+        raise
 
 
 async def _wait(
@@ -507,9 +525,33 @@ async def _poll(
             return _guarded.settle(action), action.receipt
 
 
+@_guarded.async_runs_to_the_end
 async def _withdraw(client: AsyncGuardClient, action_id: str, why: str) -> None:
     with _guarded.async_shield():
+        await _cancel_held(client, action_id, why)
+
+
+@_guarded.async_runs_to_the_end
+async def _abandon(
+    client: AsyncGuardClient, spec: _guarded.ToolSpec, tool_input: Any, key: str, why: str
+) -> None:
+    """The request was cut short: guardd may hold its action, with nobody
+    left to wait for it. The same request again (same key: the first
+    decision, no second action) says which; a held one is withdrawn."""
+    with _guarded.async_shield():
         try:
-            await client.cancel(action_id, why)
+            decision = await client.request_action(spec.name, tool_input, spec.cost, key)
         except GuardError as error:
-            _guarded.log_lost_cancel(action_id, error)
+            _guarded.log_lost_ask(spec.name, error)
+            return
+        if decision.pending:
+            await _cancel_held(client, decision.action_id, why)
+        elif decision.allowed:
+            _guarded.log_allowed_not_run(decision.action_id)
+
+
+async def _cancel_held(client: AsyncGuardClient, action_id: str, why: str) -> None:
+    try:
+        await client.cancel(action_id, why)
+    except GuardError as error:
+        _guarded.log_lost_cancel(action_id, error)

@@ -6,11 +6,14 @@ it):
 
 1. bind the call's arguments to the tool's parameter names (defaults applied)
    and check that they are JSON-safe: that is the action's ``input``;
-2. request the action; while it is ``pending_approval``, long-poll it
-   (``approval_timeout`` seconds at most, then ``ApprovalTimeout``). A wait
-   that ends without a decision (the timeout, ``KeyboardInterrupt``, the async
-   call cancelled) withdraws the action (``cancel``) unless ``keep_pending``:
-   the tool will not run, so a late approval must not charge for it;
+2. request the action (under an ``Idempotency-Key`` of its own); while it is
+   ``pending_approval``, long-poll it (``approval_timeout`` seconds at most,
+   then ``ApprovalTimeout``). A wait that ends without a decision (the
+   timeout, ``KeyboardInterrupt``, the async call cancelled) withdraws the
+   action (``cancel``) unless ``keep_pending``: the tool will not run, so a
+   late approval must not charge for it. A request cut short the same way
+   is sent again under the same key, which makes no second action and
+   answers with the first decision: a held action it names is withdrawn;
 3. denied, at request time or when an operator decided: ``ActionDenied``;
 4. allowed: run the tool (passing the decision's receipt as ``guard_receipt``
    to a tool that declares that keyword parameter, so it can check the
@@ -23,7 +26,9 @@ exception is raised all the same: it is the one the caller needs to see.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import time
@@ -45,6 +50,7 @@ from client_sdk.errors import (
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 logger = logging.getLogger("client_sdk")
 
@@ -215,10 +221,27 @@ WHY_INTERRUPT = "guarded: the waiting call was interrupted"
 WHY_CANCELLED = "guarded: the waiting call was cancelled"
 
 
+def log_lost_ask(tool: str, error: GuardError) -> None:
+    logger.warning(
+        "could not learn what the cut-short request for %s became; an action for it "
+        "may stay pending: %s",
+        tool,
+        error,
+    )
+
+
+def log_allowed_not_run(action_id: str) -> None:
+    # Only a pending action can be withdrawn; a failure report would scar the
+    # agent for a tool that never ran. The charge made when it was allowed stands.
+    logger.warning(
+        "action %s was allowed as its call was cut short; the tool did not run", action_id
+    )
+
+
 def async_shield() -> anyio.CancelScope:
-    """Around the async flow's withdraw: the task may be the one being
-    cancelled, so the cancel runs shielded; bounded, so a service that does not
-    answer cannot hold the cancellation up for long."""
+    """Around the async flow's withdraw: shielded from AnyIO's cancellation,
+    and bounded, so a service that does not answer cannot hold the
+    cancellation up for long."""
     return anyio.move_on_after(WITHDRAW_WITHIN, shield=True)
 
 
@@ -226,3 +249,48 @@ def shield() -> contextlib.nullcontext[None]:
     """The sync flow's ``async_shield``: a sync call is never cancelled part-way,
     so there is nothing to shield."""
     return contextlib.nullcontext()
+
+
+async def run_to_the_end(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to its end although the calling task is being cancelled.
+
+    An AnyIO shield stops AnyIO's own cancellation only: under asyncio a
+    ``Task.cancel`` (how agent frameworks, ``asyncio.wait_for`` and
+    ``asyncio.run`` on Ctrl-C cancel), repeated at times, would still cut the
+    work short. So under asyncio the work runs as a task of its own, and the
+    caller, cancelled meanwhile, waits for it before it goes on being
+    cancelled (with one ``CancelledError`` for however many cancels came).
+    """
+    if anyio.get_cancelled_exc_class() is not asyncio.CancelledError:
+        with anyio.CancelScope(shield=True):
+            return await work
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    with anyio.CancelScope(shield=True):  # AnyIO's scopes need not cancel it again and again
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
+
+
+def async_runs_to_the_end(
+    fn: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """``fn``, whose every call runs to its end (``run_to_the_end``)."""
+
+    @functools.wraps(fn)
+    async def to_the_end(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await run_to_the_end(fn(*args, **kwargs))
+
+    return to_the_end
+
+
+def runs_to_the_end(fn: Callable[P, T]) -> Callable[P, T]:
+    """The sync flow's ``async_runs_to_the_end``: ``fn`` itself. Nothing cancels a
+    sync call; a second ``KeyboardInterrupt`` can still cut it short, as it can
+    any Python code."""
+    return fn

@@ -21,6 +21,7 @@ from client_sdk._core import (
     Money,
     Request,
     agent_id_from_token,
+    new_idempotency_key,
     next_log_after,
     parse_response,
 )
@@ -425,7 +426,7 @@ def _guard(client: GuardClient, spec: _guarded.ToolSpec) -> Callable[..., Any]:
     @functools.wraps(spec.fn)
     def guarded_tool(*args: Any, **kwargs: Any) -> Any:
         tool_input = spec.bind(args, kwargs)
-        decision = client.request_action(spec.name, tool_input, cost=spec.cost)
+        decision = _ask(client, spec, tool_input)
         action_id, receipt = _wait(client, decision, spec)
         try:
             result = spec.call(args, kwargs, receipt)
@@ -439,6 +440,17 @@ def _guard(client: GuardClient, spec: _guarded.ToolSpec) -> Callable[..., Any]:
         return result
 
     return guarded_tool
+
+
+def _ask(client: GuardClient, spec: _guarded.ToolSpec, tool_input: Any) -> Decision:
+    # A key of our own: a request cut short can be sent again to learn its action.
+    key = new_idempotency_key()
+    try:
+        return client.request_action(spec.name, tool_input, spec.cost, key)
+    except KeyboardInterrupt:
+        if not spec.keep_pending:
+            _abandon(client, spec, tool_input, key, _guarded.WHY_INTERRUPT)
+        raise
 
 
 def _wait(
@@ -474,9 +486,33 @@ def _poll(
             return _guarded.settle(action), action.receipt
 
 
+@_guarded.runs_to_the_end
 def _withdraw(client: GuardClient, action_id: str, why: str) -> None:
     with _guarded.shield():
+        _cancel_held(client, action_id, why)
+
+
+@_guarded.runs_to_the_end
+def _abandon(
+    client: GuardClient, spec: _guarded.ToolSpec, tool_input: Any, key: str, why: str
+) -> None:
+    """The request was cut short: guardd may hold its action, with nobody
+    left to wait for it. The same request again (same key: the first
+    decision, no second action) says which; a held one is withdrawn."""
+    with _guarded.shield():
         try:
-            client.cancel(action_id, why)
+            decision = client.request_action(spec.name, tool_input, spec.cost, key)
         except GuardError as error:
-            _guarded.log_lost_cancel(action_id, error)
+            _guarded.log_lost_ask(spec.name, error)
+            return
+        if decision.pending:
+            _cancel_held(client, decision.action_id, why)
+        elif decision.allowed:
+            _guarded.log_allowed_not_run(decision.action_id)
+
+
+def _cancel_held(client: GuardClient, action_id: str, why: str) -> None:
+    try:
+        client.cancel(action_id, why)
+    except GuardError as error:
+        _guarded.log_lost_cancel(action_id, error)

@@ -37,6 +37,7 @@ RENAMES = {
     "aclose": "close",
     "acall": "call",
     "async_shield": "shield",
+    "async_runs_to_the_end": "runs_to_the_end",
     # What guarded returns: the tool's own type, not a coroutine function.
     "Coroutine[Any, Any, R]": "R",
     "_guarded.AsyncGuardDecorator": "Callable[[Callable[P, R]], Callable[P, R]]",
