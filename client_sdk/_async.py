@@ -527,7 +527,7 @@ async def _poll(
 
 @_guarded.async_runs_to_the_end
 async def _withdraw(client: AsyncGuardClient, action_id: str, why: str) -> None:
-    with _guarded.async_shield():
+    with _guarded.async_shield(f"action {action_id}"):
         await _cancel_held(client, action_id, why)
 
 
@@ -538,7 +538,7 @@ async def _abandon(
     """The request was cut short: guardd may hold its action, with nobody
     left to wait for it. The same request again (same key: the first
     decision, no second action) says which; a held one is withdrawn."""
-    with _guarded.async_shield():
+    with _guarded.async_shield(f"the cut-short request for {spec.name}"):
         try:
             decision = await client.request_action(spec.name, tool_input, spec.cost, key)
         except GuardError as error:

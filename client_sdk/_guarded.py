@@ -32,7 +32,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 import anyio
@@ -238,16 +238,24 @@ def log_allowed_not_run(action_id: str) -> None:
     )
 
 
-def async_shield() -> anyio.CancelScope:
-    """Around the async flow's withdraw: shielded from AnyIO's cancellation,
-    and bounded, so a service that does not answer cannot hold the
-    cancellation up for long."""
-    return anyio.move_on_after(WITHDRAW_WITHIN, shield=True)
+@contextlib.contextmanager
+def async_shield(what: str) -> Iterator[None]:
+    """Around the async flow's withdrawal of ``what``: shielded from AnyIO's
+    cancellation, and bounded, so a service that does not answer cannot hold
+    the cancellation up for long; giving up is logged."""
+    with anyio.move_on_after(WITHDRAW_WITHIN, shield=True) as bound:
+        yield
+    if bound.cancelled_caught:
+        logger.warning(
+            "could not withdraw %s: no answer within %g seconds; it may stay pending",
+            what,
+            WITHDRAW_WITHIN,
+        )
 
 
-def shield() -> contextlib.nullcontext[None]:
+def shield(what: str) -> contextlib.nullcontext[None]:
     """The sync flow's ``async_shield``: a sync call is never cancelled part-way,
-    so there is nothing to shield."""
+    so there is nothing to shield; the client's timeout bounds it."""
     return contextlib.nullcontext()
 
 

@@ -488,7 +488,7 @@ def _poll(
 
 @_guarded.runs_to_the_end
 def _withdraw(client: GuardClient, action_id: str, why: str) -> None:
-    with _guarded.shield():
+    with _guarded.shield(f"action {action_id}"):
         _cancel_held(client, action_id, why)
 
 
@@ -499,7 +499,7 @@ def _abandon(
     """The request was cut short: guardd may hold its action, with nobody
     left to wait for it. The same request again (same key: the first
     decision, no second action) says which; a held one is withdrawn."""
-    with _guarded.shield():
+    with _guarded.shield(f"the cut-short request for {spec.name}"):
         try:
             decision = client.request_action(spec.name, tool_input, spec.cost, key)
         except GuardError as error:

@@ -2,23 +2,36 @@
 ``asyncio.wait_for`` running out), as agent frameworks cancel their tool calls:
 the held action is withdrawn on the real guardd all the same, whether the call
 was waiting for an operator or its request was still in flight, and however
-often the task is cancelled meanwhile."""
+often the task is cancelled meanwhile. And the sync client's counterpart: a
+real Ctrl-C (SIGINT) in either place."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from decimal import Decimal
 
 import anyio
 import pytest
 
-from client_sdk import AsyncAdminClient, AsyncGuardClient, CreatedAgent
+from client_sdk import (
+    AdminClient,
+    AsyncAdminClient,
+    AsyncGuardClient,
+    CreatedAgent,
+    GuardClient,
+    _guarded,
+)
 from tests.client_sdk.conftest import FAST_RETRY
 from tests.client_sdk.proxy import Proxy
 from tests.support.server import GuardServer
 
 SAFETY = 60  # seconds: a hang fails the test instead of stalling the suite
 CANCELLED = "guarded: the waiting call was cancelled"
+INTERRUPTED = "guarded: the waiting call was interrupted"
 
 
 async def cancel_once(task: asyncio.Task[None]) -> None:
@@ -103,7 +116,7 @@ async def test_a_call_cancelled_while_its_request_is_in_flight_withdraws_the_hel
     assert asks[0].headers["idempotency-key"] == asks[1].headers["idempotency-key"]
     assert await withdrawn(async_admin, created.agent_id, "act-1") == f"cancelled: {CANCELLED}"
     status = await async_admin.agent_status(created.agent_id)
-    assert (status.actions_pending, status.spent) == (0, 0)
+    assert (status.actions_pending, status.spent) == (0, Decimal(0))
     assert ran == []
 
 
@@ -187,3 +200,90 @@ async def test_keep_pending_leaves_the_action_of_a_call_cancelled_in_flight_pend
                 task.result()
     pending = await async_admin.list_pending(created.agent_id)
     assert [p.action.action_id for p in pending] == ["act-1"]
+
+
+@contextlib.contextmanager
+def ctrl_c_once(when: Callable[[], bool]) -> Iterator[None]:
+    """SIGINT to this (the main) thread, as Ctrl-C sends it, once ``when()``
+    holds; the thread that sends it is gone when the block ends."""
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.01):
+            if when():
+                assert main is not None
+                signal.pthread_kill(main, signal.SIGINT)
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join(SAFETY)
+
+
+def test_ctrl_c_while_a_sync_call_waits_for_approval_withdraws_its_action(
+    server: GuardServer, new_agent: Callable[..., CreatedAgent], admin: AdminClient
+) -> None:
+    created = new_agent()
+    with (
+        Proxy(server.port) as proxy,  # it sees the long-poll go out
+        GuardClient(created.token, base_url=proxy.url, retry=FAST_RETRY) as client,
+    ):
+        tool = client.guarded(lambda: pytest.fail("ran"), name="send_email")
+        polling = lambda: any(r.method == "GET" for r in proxy.requests)  # noqa: E731
+        with ctrl_c_once(polling), pytest.raises(KeyboardInterrupt):
+            tool()
+    action = admin.get_action(created.agent_id, "act-1")
+    assert (action.status, action.reason) == (
+        "cancelled",
+        {"code": "cancelled", "by": "agent", "reason": INTERRUPTED},
+    )
+
+
+def test_ctrl_c_while_a_sync_calls_request_is_in_flight_withdraws_the_held_action(
+    server: GuardServer, new_agent: Callable[..., CreatedAgent], admin: AdminClient
+) -> None:
+    created = new_agent()
+    with (
+        Proxy(server.port, plan=["hold"]) as proxy,
+        GuardClient(created.token, base_url=proxy.url, retry=FAST_RETRY) as client,
+    ):
+        tool = client.guarded(lambda: pytest.fail("ran"), name="send_email")
+        with ctrl_c_once(proxy.holding.is_set), pytest.raises(KeyboardInterrupt):
+            tool()
+        asks = [r for r in proxy.requests if r.path.endswith("/actions")]
+    assert len({r.headers["idempotency-key"] for r in asks}) == 1 < len(asks)
+    action = admin.get_action(created.agent_id, "act-1")
+    assert (action.status, (action.reason or {}).get("reason")) == ("cancelled", INTERRUPTED)
+    assert admin.agent_status(created.agent_id).actions_pending == 0
+
+
+async def test_a_withdrawal_guardd_does_not_answer_is_given_up_with_a_warning(
+    server: GuardServer,
+    new_agent: Callable[..., CreatedAgent],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The ask's answer and then the withdrawal's are held back: the cancelled
+    # call gives up after the bound (shortened here) and says so.
+    monkeypatch.setattr(_guarded, "WITHDRAW_WITHIN", 0.5)
+    created = new_agent()
+    with Proxy(server.port, plan=["hold", "forward", "hold"]) as proxy:
+        async with AsyncGuardClient(created.token, base_url=proxy.url, retry=FAST_RETRY) as client:
+            tool = client.guarded(lambda: None, name="send_email")
+            with anyio.fail_after(SAFETY):
+                task = asyncio.create_task(tool())
+                await anyio.to_thread.run_sync(proxy.holding.wait)
+                await cancel_once(task)
+            with pytest.raises(asyncio.CancelledError):
+                task.result()
+        assert [r.method for r in proxy.requests] == ["POST", "POST", "POST"]
+    assert caplog.messages == [
+        "could not withdraw the cut-short request for send_email: no answer within 0.5 "
+        "seconds; it may stay pending"
+    ]
