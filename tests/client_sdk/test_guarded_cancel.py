@@ -287,3 +287,17 @@ async def test_a_withdrawal_guardd_does_not_answer_is_given_up_with_a_warning(
         "could not withdraw the cut-short request for send_email: no answer within 0.5 "
         "seconds; it may stay pending"
     ]
+
+
+async def test_a_call_cancelled_by_an_anyio_cancel_scope_while_it_waits_withdraws_its_action(
+    server: GuardServer, new_agent: Callable[..., CreatedAgent], async_admin: AsyncAdminClient
+) -> None:
+    created = new_agent()
+    async with AsyncGuardClient(created.token, base_url=server.url, retry=FAST_RETRY) as client:
+        tool = client.guarded(lambda: None, name="send_email")
+        with anyio.fail_after(SAFETY):
+            async with anyio.create_task_group() as group:
+                group.start_soon(tool)
+                await held_in_long_poll(async_admin, created.agent_id)
+                group.cancel_scope.cancel()
+    assert await withdrawn(async_admin, created.agent_id, "act-1") == f"cancelled: {CANCELLED}"
