@@ -229,9 +229,11 @@ class GuardClient(_Connection):
         Use as ``@client.guarded``, ``@client.guarded(name=..., cost=...)`` or
         ``client.guarded(tool)(...)``. Raises ``ActionDenied`` on denial and
         ``ApprovalTimeout`` after ``approval_timeout`` seconds pending. A wait
-        given up (that timeout, ``KeyboardInterrupt``, an async call cancelled)
-        cancels the pending action, so a late approval cannot charge for a call
-        that did not run; ``keep_pending=True`` leaves it pending instead.
+        given up (that timeout, ``KeyboardInterrupt``, an async call cancelled,
+        by AnyIO or asyncio, however often) cancels the pending action, so a
+        late approval cannot charge for a call that did not run; so does a
+        request cut short, sent again under its key to learn the action.
+        ``keep_pending=True`` leaves it pending instead.
         The sync client wraps sync tools; the async client wraps sync or async
         tools into coroutine functions (a sync tool runs in the event loop's
         thread, an async one is awaited).
