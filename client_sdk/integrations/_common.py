@@ -20,11 +20,10 @@ path and in how a held call pauses the run; the rules are the same for all:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -40,6 +39,7 @@ from client_sdk import (
     InvalidState,
     TransportError,
 )
+from client_sdk._guarded import run_to_the_end
 
 logger = logging.getLogger("client_sdk.integrations")
 
@@ -254,7 +254,7 @@ class ToolGuard:
     async def withdraw(self, action_id: str, why: str) -> None:
         """Cancel a held action, to the end even if the caller is being
         cancelled, and bounded, so a silent guard cannot hold it up for long."""
-        await _to_the_end(self._withdraw(action_id, why))
+        await run_to_the_end(self._withdraw(action_id, why))
 
     async def _withdraw(self, action_id: str, why: str) -> None:
         with anyio.move_on_after(WITHDRAW_WITHIN):
@@ -274,7 +274,7 @@ class ToolGuard:
         may exist, held, with nobody left to wait for it. The same request again
         (same key: the first decision, no second action) says which; a held
         one is withdrawn."""
-        await _to_the_end(self._find_and_withdraw(tool, args, cost, key))
+        await run_to_the_end(self._find_and_withdraw(tool, args, cost, key))
 
     async def _find_and_withdraw(
         self, tool: str, args: Mapping[str, Any], cost: Money | None, key: str
@@ -302,27 +302,3 @@ class ToolGuard:
             await self.client.report_outcome(action_id, status, detail)
         except GuardError as exc:
             logger.warning("could not report the %s of action %s: %s", status, action_id, exc)
-
-
-async def _to_the_end(work: Coroutine[Any, Any, None]) -> None:
-    """Run ``work`` to its end although the calling task is being cancelled.
-
-    A cancel scope's shield stops AnyIO's cancellation only, and the
-    frameworks cancel their tool tasks with asyncio's own ``Task.cancel``
-    (more than once, at times): under asyncio the work runs as a task of its
-    own, and the caller, cancelled meanwhile, waits for it before it goes on
-    being cancelled.
-    """
-    if anyio.get_cancelled_exc_class() is not asyncio.CancelledError:
-        with anyio.CancelScope(shield=True):
-            await work
-        return
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
