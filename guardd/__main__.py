@@ -35,7 +35,11 @@ from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_me
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
-from guardd.limits import return_large_buffers_to_the_system
+from guardd.limits import (
+    APP_QUEUE_CHUNKS,
+    give_free_memory_back,
+    return_large_buffers_to_the_system,
+)
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
 from guardd.webhook_delivery import Webhooks
@@ -189,13 +193,19 @@ async def collect_old_garbage(every: float = GC_FULL_EVERY) -> None:
     has grown by a quarter, so under steady load the garbage piled up and RSS
     grew with every request (bench/soak_bench.py: 75 bytes per action, about
     34 with this). A full collection here takes a few milliseconds: what
-    startup built is frozen (tune_gc) and is not walked."""
+    startup built is frozen (tune_gc) and is not walked. Then the heaps'
+    free memory goes back to the system if there is much of it
+    (limits.give_free_memory_back)."""
     while True:
         await asyncio.sleep(every)
         started = time.perf_counter()
         freed = gc.collect()
+        held = give_free_memory_back()
         log.debug(
-            "full collection: %d freed in %.1f ms", freed, (time.perf_counter() - started) * 1e3
+            "full collection: %d freed, %.1f MiB free in the heaps, in %.1f ms",
+            freed,
+            held / 2**20,
+            (time.perf_counter() - started) * 1e3,
         )
 
 
@@ -251,6 +261,8 @@ def hypercorn_config(host: str, port: int, sock: socket.socket | None = None) ->
     # HTTP/2 preface is sent GOAWAY at once.
     config.alpn_protocols = ["http/1.1"]
     config.h2_max_concurrent_streams = 0
+    # Body chunks queued for the app per request (guardd.limits).
+    config.max_app_queue_size = APP_QUEUE_CHUNKS
     return config
 
 

@@ -9,8 +9,12 @@ RSS is read from /proc/<pid>/status (Linux). Every socket is closed in a
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
+import os
+import resource
 import select
+import selectors
 import socket
 import sys
 import time
@@ -22,8 +26,15 @@ import attrs
 import httpx
 import pytest
 
+from guardd.__main__ import GC_FULL_EVERY
 from guardd.jsonio import MAX_BODY
-from guardd.limits import BODY_DEADLINE, MAX_BODY_IN_FLIGHT, Limits
+from guardd.limits import (
+    APP_QUEUE_CHUNKS,
+    BODY_DEADLINE,
+    MAX_BODY_IN_FLIGHT,
+    Limits,
+    give_free_memory_back,
+)
 from tests.support.server import GuardServer
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -165,12 +176,24 @@ def test_without_a_token_a_slow_body_is_401_at_once_and_never_read(target: Targe
 def test_a_refused_request_whose_body_has_arrived_keeps_its_connection(target: Target) -> None:
     body = b'{"tool": "search"}'
     with socket.create_connection(("127.0.0.1", target.server.port), timeout=5) as sock:
-        sock.sendall(target.head(len(body), None) + body)
+        # The agent's token, on another agent's actions: refused from the headers.
+        head = target.head(len(body), target.agent_token).replace(b"/slow/", b"/other/")
+        sock.sendall(head + body)
         status, headers, _ = read_answer(sock, timeout=5)
-        assert status == 401
+        assert status == 403
         assert "connection" not in headers
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert read_answer(sock, timeout=5)[0] == 200  # the same connection
+
+
+def test_without_a_token_even_a_body_that_has_arrived_is_not_read(target: Target) -> None:
+    body = b'{"tool": "search"}'
+    with socket.create_connection(("127.0.0.1", target.server.port), timeout=5) as sock:
+        sock.sendall(target.head(len(body), None) + body)
+        status, headers, _ = read_answer(sock, timeout=5)
+        assert status == 401
+        assert headers["connection"] == "close"
+        assert closed_by_server(sock, timeout=2)
 
 
 # -- many slow bodies ---------------------------------------------------------------
@@ -243,6 +266,145 @@ def test_slow_bodies_hold_at_most_the_in_flight_limit_and_the_memory_comes_back(
             sock.close()
 
 
+# -- a flood of bodies without a token ----------------------------------------------
+
+FLOOD = 1000  # connections at once
+FLOOD_ROUNDS = 5
+FLOOD_DEADLINE = 60.0  # seconds for every connection of a round to be answered
+# What one connection may cost until it is answered (docs/design.md, "Hostile
+# clients"): the request's state, about 35 KB; what asyncio's stream reader
+# takes from the socket before it pauses (above 128 KiB, by reads of up to
+# 256 KB); Hypercorn's queue to the app and the chunk waiting to go in.
+PER_CONNECTION = 35_000 + 2 * 64 * 1024 + 256_000 + (APP_QUEUE_CHUNKS + 1) * 64 * 1024
+# Above idle once the round is over and the heaps' free memory has gone back.
+FLOOD_LEFT_AFTER = 32 * MIB
+FLOOD_HEAD = b"POST " + ACTIONS + b" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % MAX_BODY
+# The whole head and all but the last KiB of the body, shared by every connection.
+FLOOD_PAYLOAD = memoryview(FLOOD_HEAD + b'{"input": "' + b"x" * (MAX_BODY - 1024 - 11))
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@attrs.define
+class Flooder:
+    """One connection of the flood: how much it has sent, what it got."""
+
+    sock: socket.socket
+    sent: int = 0
+    answer: bytes = b""
+    closed: bool = False
+
+
+def flood(port: int, pid: int) -> tuple[list[Flooder], int]:
+    """FLOOD connections at once, each announcing MAX_BODY without a token
+    and sending all of it but the last KiB as fast as guardd takes it, then
+    stalling; until every one has been answered and closed by guardd (or
+    FLOOD_DEADLINE). Returns them and the peak RSS of ``pid`` seen meanwhile.
+    Non-blocking sockets in one thread; every socket closed on return."""
+    selector = selectors.DefaultSelector()
+    flooders: dict[socket.socket, Flooder] = {}
+    try:
+        for _ in range(FLOOD):
+            sock = socket.socket()
+            flooders[sock] = Flooder(sock)
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+            selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        peak = sampled = 0.0
+        open_now = FLOOD
+        deadline = time.monotonic() + FLOOD_DEADLINE
+        while open_now and time.monotonic() < deadline:
+            for key, events in selector.select(0.05):
+                flooder = flooders[key.fileobj]  # type: ignore[index]
+                if events & selectors.EVENT_READ:
+                    try:
+                        data = flooder.sock.recv(65536)
+                    except OSError:  # reset: closed with our bytes unread
+                        data = b""
+                    if not data:
+                        flooder.closed = True
+                        selector.unregister(flooder.sock)
+                        open_now -= 1
+                        continue
+                    flooder.answer += data
+                if events & selectors.EVENT_WRITE:
+                    try:
+                        flooder.sent += flooder.sock.send(FLOOD_PAYLOAD[flooder.sent :])
+                    except BlockingIOError:
+                        pass
+                    except OSError:  # answered and closed already
+                        flooder.sent = len(FLOOD_PAYLOAD)
+                    if flooder.sent >= len(FLOOD_PAYLOAD):  # stall
+                        selector.modify(flooder.sock, selectors.EVENT_READ)
+            if (now := time.monotonic()) - sampled >= 0.02:
+                peak, sampled = max(peak, rss(pid)), now
+        return list(flooders.values()), int(max(peak, rss(pid)))
+    finally:
+        for sock in flooders:
+            sock.close()
+        selector.close()
+
+
+@pytest.fixture
+def flood_target(tmp_path: Path) -> Iterator[GuardServer]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < FLOOD + 200:
+        if hard != resource.RLIM_INFINITY and hard < FLOOD + 200:
+            pytest.skip(f"needs {FLOOD + 200} open files, the limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (FLOOD + 200, hard))
+    server = GuardServer(tmp_path / "guard-data").start()
+    try:
+        yield server
+        assert "Traceback" not in server.read_output()
+    finally:
+        server.kill()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.slow
+def test_a_flood_of_bodies_without_a_token_is_answered_unread_and_the_memory_comes_back(
+    flood_target: GuardServer,
+) -> None:
+    assert flood_target.proc is not None
+    pid = flood_target.proc.pid
+    idle, idle_fds = rss(pid), open_fds(pid)
+    rounds = []
+    for _ in range(FLOOD_ROUNDS):
+        flooders, peak = flood(flood_target.port, pid)
+        for flooder in flooders:
+            assert flooder.closed, flooder.answer[:200]
+            assert flooder.answer.startswith(b"HTTP/1.1 401 "), flooder.answer[:200]
+            assert b"\r\nconnection: close\r\n" in flooder.answer
+        # A collection hands the heaps' free memory back (every GC_FULL_EVERY).
+        after = wait_for_rss_below(pid, idle + FLOOD_LEFT_AFTER, timeout=GC_FULL_EVERY + 10)
+        rounds.append((peak - idle, after - idle))
+        assert peak - idle <= MAX_BODY_IN_FLIGHT + FLOOD * PER_CONNECTION, (idle, rounds)
+        assert after - idle <= FLOOD_LEFT_AFTER, (idle, rounds)
+        assert open_fds(pid) <= idle_fds + 5  # every connection closed
+    print(f"idle {idle / MIB:.0f} MiB; above it, peak and after: {rounds}")
+
+
+def test_free_memory_in_the_heaps_goes_back_to_the_system() -> None:
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("glibc 2.33 or later only")
+    # Holes: blocks of 64 KiB (from the heap, below the mapping threshold)
+    # freed between small ones that stay.
+    kept, freed = [], []
+    for _ in range(640):
+        freed.append(bytearray(64 * 1024))
+        kept.append(bytearray(1024))
+    for block in freed:
+        block[::4096] = b"x" * 16  # touched: resident
+    before = rss(os.getpid())
+    del freed
+    assert give_free_memory_back(keep=MIB) >= 32 * MIB
+    assert rss(os.getpid()) <= before - 32 * MIB
+    del kept
+
+
 # -- the limits themselves, in-process ------------------------------------------------
 
 
@@ -268,14 +430,49 @@ def _scope(*headers: tuple[bytes, bytes], token: bool = True) -> dict[str, Any]:
 async def _call(limits: Limits, scope: dict[str, Any]) -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
 
-    async def receive() -> dict[str, Any]:  # pragma: no cover - never read here
-        raise AssertionError("the body was read")
+    async def receive() -> dict[str, Any]:
+        # A refusal takes the body's chunks while its answer goes; here the
+        # body has none left, and the answer has ended the request.
+        assert sent, "read before the answer"
+        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     await limits(scope, receive, send)
     return sent
+
+
+class Connection:
+    """Hypercorn's side of one request, as far as the app sees it: a body
+    in chunks through a queue of ``APP_QUEUE_CHUNKS``, and, once the answer
+    has ended, a disconnect message put behind them (waiting while the queue
+    is full, as Hypercorn's does)."""
+
+    def __init__(self, chunks: int) -> None:
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(APP_QUEUE_CHUNKS)
+        self.sent: list[dict[str, Any]] = []
+        self.taken = 0  # messages the app took from the queue
+        self.closed = False
+        self.writer = asyncio.ensure_future(self._write(chunks))
+
+    async def _write(self, chunks: int) -> None:
+        for i in range(chunks):
+            if self.closed:  # no more chunks once the request has ended
+                return
+            more = i < chunks - 1
+            await self.queue.put({"type": "http.request", "body": b"x" * 1024, "more_body": more})
+
+    async def receive(self) -> dict[str, Any]:
+        message = await self.queue.get()
+        self.taken += 1
+        return message
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            self.closed = True
+            await self.queue.put({"type": "http.disconnect"})
 
 
 def _status(sent: list[dict[str, Any]]) -> int:
@@ -359,3 +556,89 @@ async def test_content_length_with_transfer_encoding_never_reaches_the_app() -> 
     assert json.loads(refused[1]["body"])["code"] == "bad_request"
     assert inner.calls == 0
     assert (limits.requests, limits.body_bytes) == (0, 0)
+
+
+class Answers401:
+    """An ASGI app standing in for Quart: answers 401 from the headers while
+    its receiver takes messages, as Quart's does, and keeps what it got."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.taken_before_the_answer = -1
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def receiver() -> None:
+            while True:
+                message = await receive()
+                self.received.append(message)
+                if message["type"] == "http.disconnect":
+                    return
+
+        task = asyncio.ensure_future(receiver())
+        for _ in range(5):  # let the receiver run
+            await asyncio.sleep(0)
+        self.taken_before_the_answer = len(self.received)
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await task
+
+
+async def test_without_a_token_the_body_is_not_taken_before_the_answer_nor_kept_after() -> None:
+    app = Answers401()
+    connection = Connection(chunks=APP_QUEUE_CHUNKS + 3)
+    scope = _scope((b"content-length", b"%d" % (1024 * (APP_QUEUE_CHUNKS + 3))), token=False)
+    await asyncio.wait_for(Limits(app)(scope, connection.receive, connection.send), 10)
+    assert app.taken_before_the_answer == 0
+    assert connection.sent[0]["status"] == 401
+    # Taken once the answer had gone, so that the request could end (the
+    # chunks queued by then, no more), and emptied.
+    *chunks, last = app.received
+    assert last == {"type": "http.disconnect"}
+    assert chunks == [{"type": "http.request", "body": b"", "more_body": True}] * len(chunks)
+    assert 0 < len(chunks) <= APP_QUEUE_CHUNKS + 1
+    await connection.writer
+
+
+async def test_with_a_token_the_body_reaches_the_app_as_it_comes() -> None:
+    app = Answers401()
+    connection = Connection(chunks=2)
+    scope = _scope((b"content-length", b"2048"))
+    await asyncio.wait_for(Limits(app)(scope, connection.receive, connection.send), 10)
+    assert app.taken_before_the_answer == 2
+    assert [m["body"] for m in app.received[:2]] == [b"x" * 1024] * 2
+
+
+class ReturnsWithoutAnswer:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        pass
+
+
+async def test_without_a_token_an_app_that_gave_no_answer_still_lets_the_request_end() -> None:
+    connection = Connection(chunks=APP_QUEUE_CHUNKS + 3)
+    scope = _scope((b"content-length", b"%d" % (1024 * (APP_QUEUE_CHUNKS + 3))), token=False)
+    await Limits(ReturnsWithoutAnswer())(scope, connection.receive, connection.send)
+    # Hypercorn then answers 500 itself and puts its disconnect message:
+    # the chunks before it are taken, so that it can.
+    await asyncio.wait_for(connection.send({"type": "http.response.body"}), 10)
+    await asyncio.wait_for(connection.writer, 10)  # no put left waiting
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        pytest.param(_scope((b"content-length", b"5120")), id="busy"),
+        pytest.param(_scope((b"content-length", b"5120"), token=False), id="busy-without-a-token"),
+        pytest.param(
+            _scope((b"content-length", b"0"), (b"transfer-encoding", b"chunked")),
+            id="ambiguous-length",
+        ),
+    ],
+)
+async def test_a_refusal_takes_the_unread_chunks_so_the_request_can_end(
+    scope: dict[str, Any],
+) -> None:
+    connection = Connection(chunks=APP_QUEUE_CHUNKS + 3)  # more than the queue holds
+    limits = Limits(Inner(), max_requests=0)
+    await asyncio.wait_for(limits(scope, connection.receive, connection.send), 10)
+    assert connection.sent[0]["status"] in (400, 503)
+    await asyncio.wait_for(connection.writer, 10)  # no put left waiting
