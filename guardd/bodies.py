@@ -5,6 +5,8 @@ are a 400 whose message names the key path."""
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -150,22 +152,63 @@ class RevokeGrantBody:
 # approver, operator) none; in free text (notes, reasons, detail) only tab and
 # line feed. Anything else could rewrite what a terminal or a log viewer
 # shows of the signed log: a carriage return, an escape sequence, a NUL.
+# A name holds no format character either (category Cf: the invisible ones
+# such as U+200B, U+00AD, U+FEFF, and the bidirectional controls such as
+# U+202E) and no line or paragraph separator (U+2028, U+2029): names that
+# differ only by them look alike in the console and the log. Free text holds
+# no bidirectional embedding, override or isolate (U+202A-U+202E,
+# U+2066-U+2069), which reorder what a terminal shows after them; it keeps
+# the other format characters (emoji sequences are joined by U+200D).
 _NAME_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _TEXT_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_TEXT_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+_NOT_IN_NAMES = {
+    "Cc": "control characters",
+    "Cf": "invisible or bidirectional format characters",
+    "Zl": "line or paragraph separators",
+    "Zp": "line or paragraph separators",
+}
 
 
-def _string(limit: int, what: str, control: re.Pattern[str] = _NAME_CONTROL) -> Any:
-    allowed = " other than tab and line feed" if control is _TEXT_CONTROL else ""
+def _code(char: str) -> str:
+    return f"U+{ord(char):04X}"
 
+
+def _unwanted_in_name(value: str) -> str | None:
+    """What a name may not hold, as "<what> (U+XXXX)" for the first such
+    character of ``value``; None if there is none."""
+    if value.isascii():  # the usual name: only C0 controls and DEL to look for
+        found = _NAME_CONTROL.search(value)
+        return None if found is None else f"control characters ({_code(found.group())})"
+    for char in value:
+        what = _NOT_IN_NAMES.get(unicodedata.category(char))
+        if what is not None:
+            return f"{what} ({_code(char)})"
+    return None
+
+
+def _unwanted_in_text(value: str) -> str | None:
+    """What free text may not hold, as for _unwanted_in_name."""
+    found = _TEXT_CONTROL.search(value)
+    if found is not None:
+        return f"control characters other than tab and line feed ({_code(found.group())})"
+    found = _TEXT_BIDI.search(value)
+    if found is not None:
+        return f"bidirectional embeddings, overrides or isolates ({_code(found.group())})"
+    return None
+
+
+def _string(
+    limit: int, what: str, unwanted: Callable[[str], str | None] = _unwanted_in_name
+) -> Any:
     def hook(value: Any, _: Any) -> str:
         if not isinstance(value, str):
             raise ValueError("must be a string")
         if not 1 <= len(value) <= limit:
             raise ValueError(f"{what} must be 1 to {limit} characters")
-        found = control.search(value)
+        found = unwanted(value)
         if found is not None:
-            code = f"U+{ord(found.group()):04X}"
-            raise ValueError(f"{what} must not contain control characters{allowed} ({code})")
+            raise ValueError(f"{what} must not contain {found}")
         return value
 
     return hook
@@ -240,7 +283,7 @@ def _object(value: Any) -> Any:
 _converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 _converter.register_structure_hook(Name, _string(MAX_NAME, "names"))
 _converter.register_structure_hook(Operator, _operator)
-_converter.register_structure_hook(Text, _string(MAX_TEXT, "text", _TEXT_CONTROL))
+_converter.register_structure_hook(Text, _string(MAX_TEXT, "text", _unwanted_in_text))
 _converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
 _converter.register_structure_hook(AgentId, _agent_id)
 _converter.register_structure_hook(Count, _count)
@@ -301,10 +344,7 @@ def parse_policy_body(value: Any, path: str = "$") -> Policy:
     # Here, not in the policy schema: logs written before this rule must
     # still load. A tool name no request may carry could never match.
     for name in policy.tools:
-        found = _NAME_CONTROL.search(name)
+        found = _unwanted_in_name(name)
         if found is not None:
-            code = f"U+{ord(found.group()):04X}"
-            raise BadRequest(
-                f"{path}.tools: tool names must not contain control characters ({code})"
-            )
+            raise BadRequest(f"{path}.tools: tool names must not contain {found}")
     return policy

@@ -24,7 +24,9 @@ import h2.exceptions
 import httpx
 import pytest
 
+from agents_runtime.core import commands as c
 from agents_runtime.log.canonical import MAX_DEPTH
+from tests.agents_runtime.support import policy, running_registry
 from tests.support.server import GuardServer
 
 MIB = 1024 * 1024
@@ -864,6 +866,170 @@ def test_a_note_may_hold_tabs_and_line_feeds(hostile: Hostile) -> None:
     assert response.status_code == 200, response.text
     records = hostile.admin.get(f"/v1/agents/{AGENT}/log").json()["records"]
     assert records[-1]["note"] == note
+
+
+# Characters a name may not hold beside the controls, and what the 400 calls them.
+FORMAT = "invisible or bidirectional format characters"
+INVISIBLE = {
+    "\u202e": FORMAT,  # RIGHT-TO-LEFT OVERRIDE
+    "\u200b": FORMAT,  # ZERO WIDTH SPACE
+    "\ufeff": FORMAT,  # ZERO WIDTH NO-BREAK SPACE (byte-order mark)
+    "\u2066": FORMAT,  # LEFT-TO-RIGHT ISOLATE
+    "\u200d": FORMAT,  # ZERO WIDTH JOINER
+    "\u00ad": FORMAT,  # SOFT HYPHEN
+    "\u061c": FORMAT,  # ARABIC LETTER MARK
+    "\U000e0041": FORMAT,  # TAG LATIN CAPITAL LETTER A
+    "\u2028": "line or paragraph separators",  # LINE SEPARATOR
+    "\u2029": "line or paragraph separators",  # PARAGRAPH SEPARATOR
+}
+BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
+
+
+def _code(char: str) -> str:
+    return f"U+{ord(char):04X}"
+
+
+@pytest.mark.parametrize("char", list(INVISIBLE))
+def test_invisible_and_bidi_characters_in_a_tool_name_are_400(
+    hostile: Hostile, writes_nothing: None, char: str
+) -> None:
+    response = hostile.admin.post(ACTIONS, json={"tool": f"sea{char}rch"})
+    message = assert_error(response, 400, "bad_request")
+    assert message == f"$.tool: tool must not contain {INVISIBLE[char]} ({_code(char)})"
+
+
+@pytest.mark.parametrize("char", list(INVISIBLE))
+def test_invisible_and_bidi_characters_in_a_policy_tool_name_are_400(
+    hostile: Hostile, writes_nothing: None, char: str
+) -> None:
+    policy = {**POLICY, "tools": {**POLICY["tools"], f"sea{char}rch": {"cost": 1}}}
+    response = hostile.admin.post("/v1/agents", json={"agent_id": "bidi", "policy": policy})
+    message = assert_error(response, 400, "bad_request")
+    assert message == (
+        f"$.policy.tools: tool names must not contain {INVISIBLE[char]} ({_code(char)})"
+    )
+    response = hostile.admin.put(f"/v1/agents/{AGENT}/policy", json=policy)
+    message = assert_error(response, 400, "bad_request")
+    assert message == f"$.tools: tool names must not contain {INVISIBLE[char]} ({_code(char)})"
+    assert hostile.admin.get("/v1/agents/bidi").status_code == 404
+
+
+# Every name a request carries: (path under the agent, body, the key holding {}).
+NAME_FIELDS = [
+    pytest.param("actions/act-1/approve", {"approver": "al{}ice"}, "approver", id="approver"),
+    pytest.param(
+        "actions/act-1/reject", {"approver": "al{}ice", "reason": "no"}, "approver", id="rejecter"
+    ),
+    pytest.param("scars", {"severity": "minor", "reason": "r", "by": "o{}ps"}, "by", id="scar-by"),
+    pytest.param("terminate", {"reason": "r", "by": "o{}ps"}, "by", id="terminate-by"),
+    pytest.param(
+        "grants",
+        {"tool": "search", "by": "o{}ps", "max_calls": 1, "ttl_secs": 60},
+        "by",
+        id="grant-by",
+    ),
+    pytest.param(
+        "grants",
+        {"tool": "sea{}rch", "by": "ops", "max_calls": 1, "ttl_secs": 60},
+        "tool",
+        id="grant-tool",
+    ),
+    pytest.param("grants/grant-1/revoke", {"by": "o{}ps"}, "by", id="revoke-by"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "key"), NAME_FIELDS)
+@pytest.mark.parametrize("char", ["\u202e", "\u200b", "\ufeff", "\x1b"])
+def test_every_name_refuses_invisible_bidi_and_control_characters(
+    hostile: Hostile, writes_nothing: None, path: str, body: dict[str, Any], key: str, char: str
+) -> None:
+    body = {k: v.format(char) if isinstance(v, str) else v for k, v in body.items()}
+    response = hostile.admin.post(f"/v1/agents/{AGENT}/{path}", json=body)
+    message = assert_error(response, 400, "bad_request")
+    what = "control characters" if char == "\x1b" else FORMAT
+    name = "tool" if key == "tool" else "names"
+    assert message == f"$.{key}: {name} must not contain {what} ({_code(char)})"
+
+
+# Every free text a request carries.
+TEXT_FIELDS = [
+    pytest.param("actions/act-1/approve", {"approver": "alice", "note": "o{}k"}, "note", id="note"),
+    pytest.param(
+        "actions/act-1/reject", {"approver": "alice", "reason": "n{}o"}, "reason", id="reason"
+    ),
+    pytest.param("actions/act-1/cancel", {"reason": "n{}o"}, "reason", id="cancel"),
+    pytest.param(
+        "actions/act-1/outcome", {"status": "success", "detail": "d{}"}, "detail", id="detail"
+    ),
+    pytest.param("scars", {"severity": "minor", "reason": "r{}", "by": "ops"}, "reason", id="scar"),
+    pytest.param("terminate", {"reason": "r{}", "by": "ops"}, "reason", id="terminate"),
+    pytest.param(
+        "grants",
+        {"tool": "search", "by": "ops", "max_calls": 1, "ttl_secs": 60, "note": "n{}"},
+        "note",
+        id="grant-note",
+    ),
+    pytest.param("grants/grant-1/revoke", {"by": "ops", "reason": "r{}"}, "reason", id="revoke"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "key"), TEXT_FIELDS)
+@pytest.mark.parametrize("char", BIDI)
+def test_free_text_refuses_bidi_embeddings_overrides_and_isolates(
+    hostile: Hostile, writes_nothing: None, path: str, body: dict[str, Any], key: str, char: str
+) -> None:
+    body = {k: v.format(char) if isinstance(v, str) else v for k, v in body.items()}
+    response = hostile.admin.post(f"/v1/agents/{AGENT}/{path}", json=body)
+    message = assert_error(response, 400, "bad_request")
+    assert message == (
+        f"$.{key}: text must not contain bidirectional embeddings, overrides or isolates"
+        f" ({_code(char)})"
+    )
+
+
+def test_free_text_keeps_other_format_characters(hostile: Hostile) -> None:
+    held = hostile.admin.post(ACTIONS, json={"tool": "send_email"}).json()
+    assert held["decision"] == "pending_approval", held
+    # An emoji sequence (joined by U+200D), a zero width space, a soft hyphen,
+    # a right-to-left mark (not an override), a line separator.
+    note = "\U0001f469\u200d\U0001f4bb ok\u200b, re\u00adviewed \u200f\u2028done"
+    approve = f"{ACTIONS}/{held['action_id']}/approve"
+    response = hostile.admin.post(approve, json={"approver": "alice", "note": note})
+    assert response.status_code == 200, response.text
+    records = hostile.admin.get(f"/v1/agents/{AGENT}/log").json()["records"]
+    assert records[-1]["note"] == note
+
+
+def test_names_may_hold_letters_beyond_ascii(hostile: Hostile) -> None:
+    held = hostile.admin.post(ACTIONS, json={"tool": "send_email"}).json()
+    approve = f"{ACTIONS}/{held['action_id']}/approve"
+    response = hostile.admin.post(approve, json={"approver": "Zoë Ødegård 山田"})
+    assert response.status_code == 200, response.text
+
+
+async def test_a_log_written_before_with_such_names_still_loads(tmp_path: Path) -> None:
+    # Written below the edge, as a guardd from before this rule could have.
+    tool, approver = "wr\u202eite", "al\u200bice"
+    root = tmp_path / "guard-data"
+    agent_policy = policy(tools={tool: {"requires_approval": True}})
+    async with running_registry(root) as registry:
+        await registry.create("old", agent_policy)
+        ref = registry.ref("old")
+        held = await ref.ask(c.RequestAction(tool))
+        await ref.ask(c.Approve(held["action_id"], approver, note="o\u202ek"))
+    server = GuardServer(root, env={"GUARD_ADMIN_TOKEN": "a" * 32}).start()
+    try:
+        assert "agents: 1 loaded, 0 quarantined" in server.read_output()
+        with server.client(server.admin_token) as admin:
+            assert admin.get("/v1/agents/old/verify").json()["ok"] is True
+            records = admin.get("/v1/agents/old/log").json()["records"]
+            assert any(record.get("approved_by") == approver for record in records)
+            assert tool in admin.get("/v1/agents/old/policy").json()["tools"]
+            # Only new requests are refused.
+            response = admin.post("/v1/agents/old/actions", json={"tool": tool})
+            assert_error(response, 400, "bad_request")
+    finally:
+        server.kill()
 
 
 @pytest.mark.parametrize(
