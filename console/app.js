@@ -5,9 +5,9 @@ import * as api from "./api.js";
 import { agentDetail } from "./detail.js";
 import { grantsView } from "./grants.js";
 import { disableNotifications, enableNotifications, notify, notifyState } from "./notify.js";
-import { decidedElsewhere, ownDecision, pendingItem, unknownDecision } from "./pending.js";
+import { PendingCards, decidedElsewhere, ownDecision, pendingKey, unknownDecision } from "./pending.js";
 import { paintTimes, setTime, timeText } from "./times.js";
-import { agentRow, errorText, setText, show, syncKeyed } from "./views.js";
+import { agentRow, errorText, h, setText, show, syncKeyed } from "./views.js";
 
 const REFRESH_MS = 2000;
 const TICK_MS = 1000; // ages and countdowns move between refreshes
@@ -18,7 +18,6 @@ const TITLE = document.title;
 const $ = (testid) => document.querySelector(`[data-testid="${testid}"]`);
 
 const agentRows = new Map();
-const pendingRows = new Map();
 let detail = null;
 let timer = null;
 let refreshing = false;
@@ -26,6 +25,7 @@ let changes = 0; // bumped around every approve, reject, terminate: marks overla
 let lastUpdate = null;
 let agentsById = new Map(); // the last GET /v1/agents, for the pending cards and the agent's page
 let knownPending = null; // keys of the pending actions seen so far; null before the first list
+let lastPending = []; // the last pending entries, for an agent's page when it opens
 
 const operatorInput = $("operator-name");
 
@@ -33,12 +33,21 @@ function operatorName() {
   return operatorInput.value.trim();
 }
 
-/** The approver's name, or an error that points at the field to fill in. */
+/**
+ * The approver's name. Without one nothing is sent: the error goes on the
+ * card, and the name field (focused, so the page scrolls up to it) says why.
+ */
 function requireOperator() {
   const name = operatorName();
   if (!name) {
+    setText(
+      $("operator-needed"),
+      "Nothing was decided: enter your name here first. Every decision is signed into the agent's log with it.",
+    );
+    show($("operator-needed"), true);
+    operatorInput.setAttribute("aria-invalid", "true");
     operatorInput.focus();
-    throw new Error("Enter your operator name at the top of the page first.");
+    throw new Error("Not decided: enter your operator name at the top of the page first.");
   }
   return name;
 }
@@ -93,7 +102,13 @@ $("sign-out").addEventListener("click", () => {
 });
 
 operatorInput.value = localStorage.getItem(OPERATOR_KEY) ?? "";
-operatorInput.addEventListener("input", () => localStorage.setItem(OPERATOR_KEY, operatorName()));
+operatorInput.addEventListener("input", () => {
+  localStorage.setItem(OPERATOR_KEY, operatorName());
+  if (operatorName()) {
+    show($("operator-needed"), false);
+    operatorInput.removeAttribute("aria-invalid");
+  }
+});
 
 // ---- errors --------------------------------------------------------------
 
@@ -157,46 +172,59 @@ const agentActions = {
   },
 };
 
-function describeDecision(d) {
-  if (d?.decision === "allowed") return `allowed (cost ${d.cost}, ${d.remaining} left)`;
-  if (d?.decision === "denied") return `denied (${d.reason?.code ?? "no reason"})`;
-  return d?.decision ?? "done";
+/** The confirmation line of a decision made here, with what the operator wrote. */
+function describeDecision(kind, d, body) {
+  let text = d?.decision ?? "done";
+  if (d?.decision === "allowed") text = `allowed (cost ${d.cost}, ${d.remaining} left)`;
+  if (d?.decision === "denied") text = `denied (${d.reason?.code ?? "no reason"})`;
+  if (kind === "reject") return `${text}: “${body.reason}”${body.scar ? `, ${body.scar} scar` : ""}`;
+  return body.note ? `${text}, note: “${body.note}”` : text;
 }
 
-const pendingKey = (agentId, actionId) => `${agentId}/${actionId}`;
+// The lists of pending cards: the inbox, and the agent's page while it is open.
+// A card for the same action may be in both; a decision settles both.
+const cardLists = new Set();
 
-/** Ask the server what became of an action that left pending elsewhere, and say so on its card. */
-async function settleElsewhere(row, agentId, actionId, said) {
-  row.settled = true; // asked once
+const cardsOf = (agentId, actionId) =>
+  [...cardLists].map((list) => list.rows.get(pendingKey(agentId, actionId))).filter(Boolean);
+
+/** Ask the server what became of an action that left pending elsewhere, and say so on its cards. */
+async function settleElsewhere(rows, agentId, actionId, said) {
+  for (const row of rows) row.settled = true; // asked once
+  let how;
   try {
     const action = await act(() => api.get(api.path`/v1/agents/${agentId}/actions/${actionId}`));
-    row.settle(decidedElsewhere(action), said);
+    how = decidedElsewhere(action);
   } catch (err) {
-    row.settle(unknownDecision(errorText(err)), said);
+    how = unknownDecision(errorText(err));
   }
+  for (const row of rows) row.settle(how, said);
 }
 
 /** Run an approve or reject; a 409 means someone or something decided first: the card says who. */
 async function decideOn(entry, kind, url, body) {
   const { agent_id: agentId, action } = entry;
-  const row = pendingRows.get(pendingKey(agentId, action.action_id));
   let decision;
   try {
     decision = await change(() => api.post(url, body));
   } catch (err) {
-    if (err instanceof api.ApiError && err.code === "invalid_state" && row) {
-      await settleElsewhere(row, agentId, action.action_id, err.message);
+    const rows = cardsOf(agentId, action.action_id);
+    if (err instanceof api.ApiError && err.code === "invalid_state" && rows.length) {
+      await settleElsewhere(rows, agentId, action.action_id, err.message);
       refresh();
       return;
     }
     throw err;
   }
-  row?.settle(ownDecision(kind, decision, body.approver));
-  flash(`${action.action_id} of ${agentId}: ${describeDecision(decision)}`);
+  for (const row of cardsOf(agentId, action.action_id)) {
+    row.settle(ownDecision(kind, decision, body));
+  }
+  flash(`${action.action_id} of ${agentId}: ${describeDecision(kind, decision, body)}`);
   refresh();
 }
 
-const pendingActions = {
+/** What a pending card can do, wherever it is shown. */
+const decisions = {
   async approve(entry, note) {
     const body = { approver: requireOperator() };
     if (note.trim()) body.note = note;
@@ -219,15 +247,21 @@ const pendingActions = {
     }
     const issued = await change(() => api.post(api.path`/v1/agents/${entry.agent_id}/grants`, body));
     flash(`${issued.grant_id} issued for ${issued.tool} of ${entry.agent_id}`);
-    await pendingActions.approve(entry, note);
-  },
-  dismiss(entry) {
-    const key = pendingKey(entry.agent_id, entry.action.action_id);
-    pendingRows.get(key)?.el.remove();
-    pendingRows.delete(key);
-    applyFilter();
+    await decisions.approve(entry, note);
   },
 };
+
+/** The actions of the cards of `list`; `dismissed` runs after one is dismissed. */
+const cardActions = (dismissed) => (list) => ({
+  ...decisions,
+  dismiss(entry) {
+    list.dismiss(entry);
+    dismissed();
+  },
+});
+
+const inbox = new PendingCards($("pending-list"), cardActions(() => applyFilter()));
+cardLists.add(inbox);
 
 // ---- pending: filters and notifications ----------------------------------
 
@@ -259,7 +293,7 @@ function applyFilter() {
   const tool = filterTool.value;
   let waiting = 0;
   let shown = 0;
-  for (const row of pendingRows.values()) {
+  for (const row of inbox.rows.values()) {
     const match = (!agent || row.el.dataset.agentId === agent) && (!tool || row.el.dataset.tool === tool);
     show(row.el, match);
     if (!row.settled) {
@@ -331,6 +365,23 @@ function renderAgents(agents) {
   show($("agents-empty"), agents.length === 0);
 }
 
+/** Cards whose action left pending without a decision made here: say what happened, once per action. */
+function settleGone(rows) {
+  const byAction = new Map();
+  for (const row of rows) {
+    const key = pendingKey(row.el.dataset.agentId, row.el.dataset.actionId);
+    byAction.set(key, [...(byAction.get(key) ?? []), row]);
+  }
+  for (const same of byAction.values()) {
+    settleElsewhere(same, same[0].el.dataset.agentId, same[0].el.dataset.actionId);
+  }
+}
+
+/** The agent's page shows that agent's pending cards, as the inbox does. */
+function detailPending(view) {
+  return view.setPending(lastPending.filter((e) => e.agent_id === view.agentId));
+}
+
 function renderPending(entries) {
   entries.sort(
     (a, b) =>
@@ -339,20 +390,8 @@ function renderPending(entries) {
       a.seq - b.seq,
   );
   for (const e of entries) e.agent = agentsById.get(e.agent_id);
-  const gone = [];
-  syncKeyed(
-    $("pending-list"),
-    pendingRows,
-    entries,
-    (e) => pendingKey(e.agent_id, e.action.action_id),
-    (e) => pendingItem(e, pendingActions),
-    (row) => {
-      // Left pending without a decision made here: keep the card and say what happened.
-      if (!row.settled) gone.push(row);
-      return true;
-    },
-  );
-  for (const row of gone) settleElsewhere(row, row.el.dataset.agentId, row.el.dataset.actionId);
+  lastPending = entries;
+  settleGone([...inbox.sync(entries), ...(detail ? detailPending(detail) : [])]);
   syncOptions(filterAgent, entries.map((e) => e.agent_id), "all agents");
   syncOptions(filterTool, entries.map((e) => e.action.tool), "all tools");
   applyFilter();
@@ -440,12 +479,20 @@ function route() {
   }
   if (view === "detail") {
     if (detail?.agentId !== agentId) {
-      detail = agentDetail(agentId, LOG_TAIL, grantsView(agentId, agentActions));
+      if (detail) cardLists.delete(detail.pending);
+      const cards = new PendingCards(
+        h("div", { class: "pending", testid: "detail-pending-list" }),
+        cardActions(() => detail?.pendingChanged()),
+      );
+      detail = agentDetail(agentId, LOG_TAIL, grantsView(agentId, agentActions), cards);
+      cardLists.add(cards);
       setText($("detail-id"), agentId);
       $("detail-body").replaceChildren(detail.el);
+      detailPending(detail);
       refreshDetail(detail).catch(handleError);
     }
   } else {
+    if (detail) cardLists.delete(detail.pending);
     detail = null;
     $("detail-body").replaceChildren();
   }

@@ -1,6 +1,7 @@
-// An agent's page: its status, its policy (GET .../policy), its decision
-// history folded from its log, its scars and its last log records; or, for a
-// quarantined agent, what is wrong and what to do about it.
+// An agent's page: its status, the actions waiting for the operator (the
+// inbox's cards, to approve or reject here), its policy (GET .../policy), its
+// decision history folded from its log, its scars and its last log records;
+// or, for a quarantined agent, what is wrong and what to do about it.
 
 import { History, reasonText } from "./history.js";
 import { timeEl } from "./times.js";
@@ -20,8 +21,19 @@ function ruleText(rule) {
   if (!rule) return "refused (not in the policy)";
   const parts = [`cost ${num(rule.cost)}`, rule.requires_approval ? "needs approval" : "no approval"];
   if (rule.max_calls !== null && rule.max_calls !== undefined) parts.push(`at most ${num(rule.max_calls)} calls`);
-  if (rule.approval_timeout_secs !== undefined) parts.push(`approval timeout ${secs(rule.approval_timeout_secs)}`);
+  // A timeout means something only for a tool whose calls wait for approval.
+  if (rule.requires_approval && rule.approval_timeout_secs !== undefined) {
+    parts.push(`approval timeout ${secs(rule.approval_timeout_secs)}`);
+  }
   return parts.join(" · ");
+}
+
+/** A tool's approval timeout: its own, else the policy's; none for a tool that needs no approval. */
+function toolTimeout(p, rule) {
+  if (!rule.requires_approval) return "–";
+  if (rule.approval_timeout_secs !== undefined) return secs(rule.approval_timeout_secs);
+  if (p.approval_timeout_secs !== undefined) return `${secs(p.approval_timeout_secs)} (the policy's)`;
+  return "none";
 }
 
 function policyView(p) {
@@ -63,15 +75,7 @@ function policyView(p) {
                   rule.requires_approval ? "needs approval" : "no",
                 ),
                 h("td", { "data-label": "Max calls", testid: "policy-tool-max-calls" }, rule.max_calls ?? "no limit"),
-                h(
-                  "td",
-                  { "data-label": "Approval timeout", testid: "policy-tool-timeout" },
-                  rule.approval_timeout_secs !== undefined
-                    ? secs(rule.approval_timeout_secs)
-                    : p.approval_timeout_secs !== undefined
-                      ? `${secs(p.approval_timeout_secs)} (the policy's)`
-                      : "none",
-                ),
+                h("td", { "data-label": "Approval timeout", testid: "policy-tool-timeout" }, toolTimeout(p, rule)),
               ),
             ),
           ),
@@ -192,8 +196,12 @@ function quarantineHelp(agentId, message, listError) {
   ];
 }
 
-/** The detail view of one agent. */
-export function agentDetail(agentId, logTail, grants) {
+/**
+ * The detail view of one agent. `grants` is its grantsView; `pending` a
+ * PendingCards list (pending.js) for its waiting actions, which app.js keeps
+ * in line with the inbox through setPending(entries).
+ */
+export function agentDetail(agentId, logTail, grants, pending) {
   const status = h("dl", { class: "status", testid: "detail-status" });
   const quarantine = h("div", { class: "quarantine", role: "alert", testid: "detail-quarantined", hidden: true });
   const policy = h("div", { class: "policy-view", testid: "detail-policy" }, h("p", { class: "empty" }, "Loading…"));
@@ -204,10 +212,17 @@ export function agentDetail(agentId, logTail, grants) {
   const noScars = h("p", { class: "empty", testid: "detail-no-scars" }, "No scars.");
   const logBody = h("tbody", { testid: "log-records" });
   const error = errorLine("detail-error");
+  const waiting = h(
+    "div",
+    { class: "detail-pending", testid: "detail-pending", hidden: true },
+    h("h3", {}, "Waiting for your decision"),
+    pending.el,
+  );
   const content = h(
     "div",
     { hidden: true }, // until the status has loaded
     status,
+    waiting,
     h("h3", {}, "Policy"),
     policy,
     h("h3", {}, "Grants"),
@@ -235,7 +250,17 @@ export function agentDetail(agentId, logTail, grants) {
   const view = {
     el,
     agentId,
+    pending,
     needsPolicy: true,
+    /** This agent's pending entries; returns the cards that left pending elsewhere. */
+    setPending(entries) {
+      const gone = pending.sync(entries);
+      view.pendingChanged();
+      return gone;
+    },
+    pendingChanged() {
+      show(waiting, pending.rows.size > 0);
+    },
     /** seq after which to ask for records: the newest shown, or the history window before head. */
     logAfter(head) {
       if (lastSeq === null && head.seq >= HISTORY_RECORDS) {

@@ -10,7 +10,7 @@
 import { grantForm } from "./grants.js";
 import { reasonText } from "./history.js";
 import { setTime, timeEl } from "./times.js";
-import { errorLine, errorText, h, num, prettyJson, setText, show } from "./views.js";
+import { errorLine, errorText, h, num, prettyJson, setText, show, syncKeyed } from "./views.js";
 
 function fact(label, ...value) {
   return h("div", {}, h("dt", {}, label), h("dd", {}, ...value));
@@ -187,15 +187,64 @@ export function pendingItem(entry, actions) {
   return row;
 }
 
-/** A settled card for a decision made here, from the decision the server answered. */
-export function ownDecision(kind, decision, operator) {
-  const who = `${operator} (you)`;
+export const pendingKey = (agentId, actionId) => `${agentId}/${actionId}`;
+
+/**
+ * A list of pending cards, oldest first: the inbox's, or one agent's on its
+ * page. makeActions(list) gives the actions of its cards (pendingItem).
+ * sync(entries) builds new cards and updates the others in place; a card whose
+ * action is no longer pending stays, and those not decided here are returned,
+ * for the caller to say what became of them.
+ */
+export class PendingCards {
+  constructor(container, makeActions) {
+    this.el = container;
+    this.rows = new Map();
+    this.actions = makeActions(this);
+  }
+
+  sync(entries) {
+    const gone = [];
+    syncKeyed(
+      this.el,
+      this.rows,
+      entries,
+      (e) => pendingKey(e.agent_id, e.action.action_id),
+      (e) => pendingItem(e, this.actions),
+      (row) => {
+        if (!row.settled) gone.push(row);
+        return true;
+      },
+    );
+    return gone;
+  }
+
+  dismiss(entry) {
+    const key = pendingKey(entry.agent_id, entry.action.action_id);
+    this.rows.get(key)?.el.remove();
+    this.rows.delete(key);
+  }
+}
+
+/** What the operator wrote with a decision: the note of an approval, the scar of a rejection. */
+function written(kind, body) {
+  if (kind === "reject") return body.scar ? ` · ${body.scar} scar` : "";
+  return body.note ? ` · note: “${body.note}”` : "";
+}
+
+/**
+ * A settled card for a decision made here, from the decision the server
+ * answered and the body sent (approver, note or reason, scar).
+ */
+export function ownDecision(kind, decision, body) {
+  const who = `${body.approver} (you)`;
   const at = timeEl(new Date().toISOString(), "settled-at");
   const reason = decision?.reason;
+  const also = written(kind, body);
   if (kind === "reject") {
     return {
       outcome: "rejected",
-      nodes: [h("strong", {}, "Rejected"), ` by ${who}: ${reason?.reason ?? ""} · `, at],
+      nodes: [h("strong", {}, "Rejected"), ` by ${who}: ${reason?.reason ?? body.reason}${also} · `, at],
     };
   }
   if (decision?.decision === "allowed") {
@@ -203,14 +252,14 @@ export function ownDecision(kind, decision, operator) {
       outcome: "allowed",
       nodes: [
         h("strong", {}, "Approved"),
-        ` by ${who}: allowed, cost ${num(decision.cost)}, ${num(decision.remaining)} left · `,
+        ` by ${who}: allowed, cost ${num(decision.cost)}, ${num(decision.remaining)} left${also} · `,
         at,
       ],
     };
   }
   return {
     outcome: "denied",
-    nodes: [h("strong", {}, "Denied"), ` when approved by ${who}: ${reasonText(reason)} · `, at],
+    nodes: [h("strong", {}, "Denied"), ` when approved by ${who}: ${reasonText(reason)}${also} · `, at],
   };
 }
 

@@ -47,9 +47,11 @@ def test_approve_with_note_releases_the_waiting_agent(console: Console) -> None:
 
     assert agent.result()["status"] == "allowed"
     expect(item.get_by_test_id("settled-text")).to_contain_text(
-        "Approved by alice (you): allowed, cost 5, 95 left"
+        "Approved by alice (you): allowed, cost 5, 95 left · note: “checked the recipient”"
     )
-    expect(console.testid("flash")).to_contain_text("act-1 of mailer: allowed")
+    expect(console.testid("flash")).to_contain_text(
+        "act-1 of mailer: allowed (cost 5, 95 left), note: “checked the recipient”"
+    )
     item.get_by_test_id("dismiss-button").click()
     expect(item).to_have_count(0)
     allowed = [r for r in log_records(server, "mailer") if r["kind"] == "action_allowed"]
@@ -79,9 +81,11 @@ def test_reject_with_a_moderate_scar_raises_the_scar_score_by_three(console: Con
     item.get_by_test_id("reject-button").click()
 
     expect(item.get_by_test_id("settled-text")).to_contain_text(
-        "Rejected by carol (you): mass mailing is not allowed"
+        "Rejected by carol (you): mass mailing is not allowed · moderate scar"
     )
-    expect(console.testid("flash")).to_contain_text("act-1 of mailer: denied (rejected)")
+    expect(console.testid("flash")).to_contain_text(
+        "act-1 of mailer: denied (rejected): “mass mailing is not allowed”, moderate scar"
+    )
     status = agent_status(server, "mailer")
     assert status["scar_score"] == before + 3
     assert [(s["severity"], s["action_id"]) for s in status["scars"]] == [("moderate", "act-1")]
@@ -104,10 +108,45 @@ def test_reject_needs_a_reason_and_approve_needs_an_operator_name(console: Conso
     assert item.get_by_test_id("reject-reason").evaluate("el => el.validity.valueMissing")
     item.get_by_test_id("approve-button").click()  # no operator name
     expect(item.get_by_test_id("pending-error")).to_have_text(
-        "Enter your operator name at the top of the page first."
+        "Not decided: enter your operator name at the top of the page first."
     )
     expect(console.testid("operator-name")).to_be_focused()
     assert agent_status(server, "mailer")["actions_pending"] == 1
+
+
+def test_an_approve_without_operator_name_says_why_beside_the_name_field(console: Console) -> None:
+    server = console.server
+    token = create_agent(server, "mailer")
+    for i in range(8):  # enough cards that the last is far below the name field
+        request_action(server, "mailer", token, "send_email", {"to": f"user{i}@example.com"})
+    console.open_signed_in(operator=None)
+    console.testid("operator-name").fill("   ")  # blank is no name
+    console.show_pending()
+    last = console.pending("mailer", "act-8")
+    last.scroll_into_view_if_needed()
+    expect(console.testid("operator-name")).not_to_be_in_viewport()
+
+    last.get_by_test_id("approve-note").fill("looks fine")
+    last.get_by_test_id("approve-button").click()
+    needed = console.testid("operator-needed")
+    expect(needed).to_have_text(
+        "Nothing was decided: enter your name here first. "
+        "Every decision is signed into the agent's log with it."
+    )
+    expect(needed).to_be_in_viewport()  # where the page went: beside the focused field
+    expect(console.testid("operator-name")).to_be_focused()
+    expect(console.testid("operator-name")).to_have_attribute("aria-invalid", "true")
+    expect(last.get_by_test_id("pending-error")).to_contain_text("Not decided")
+    assert agent_status(server, "mailer")["actions_pending"] == 8
+
+    console.testid("operator-name").fill("alice")
+    expect(needed).to_be_hidden()
+    expect(console.testid("operator-name")).not_to_have_attribute("aria-invalid", "true")
+    last.get_by_test_id("approve-button").click()
+    expect(last.get_by_test_id("settled-text")).to_contain_text(
+        "Approved by alice (you): allowed, cost 5, 95 left · note: “looks fine”"
+    )
+    assert agent_status(server, "mailer")["actions_pending"] == 7
 
 
 def test_approving_for_a_terminated_agent_shows_the_denial(console: Console) -> None:

@@ -198,7 +198,7 @@ def test_agent_page_shows_its_policy_from_the_policy_endpoint_and_follows_a_new_
     assert seen == [
         ["deploy", "20", "needs approval", "no limit", "1 s"],
         ["send_email", "5", "needs approval", "no limit", "600 s (the policy's)"],
-        ["web_search", "1", "no", "40", "600 s (the policy's)"],
+        ["web_search", "1", "no", "40", "–"],  # no approval, so no approval timeout
     ]
     assert get(server, "/v1/agents/worker/policy")["tools"]["web_search"]["max_calls"] == 40
 
@@ -217,6 +217,98 @@ def test_agent_page_shows_its_policy_from_the_policy_endpoint_and_follows_a_new_
     expect(policy.get_by_test_id("policy-default")).to_have_text("cost 2 · needs approval")
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_attribute("data-tool", "read_file")
+
+
+def test_no_approval_timeout_is_shown_for_what_needs_no_approval(console: Console) -> None:
+    server = console.server
+    create_agent(
+        server,
+        "worker",
+        {
+            "budget": 10,
+            "scar_limit": 5,
+            "approval_timeout_secs": 600,
+            "tools": {
+                "read": {"cost": 1, "approval_timeout_secs": 30},
+                "write": {"cost": 2, "requires_approval": True, "approval_timeout_secs": 30},
+            },
+            "default": {"cost": 1, "approval_timeout_secs": 45},
+        },
+    )
+    console.open_signed_in()
+    console.page.goto(f"{server.url}/#/agents/worker")
+    policy = console.testid("detail-policy")
+    expect(policy.get_by_test_id("policy-approval-timeout")).to_have_text("600 s")
+    expect(policy.get_by_test_id("policy-default")).to_have_text("cost 1 · no approval")
+    read = policy.locator('[data-testid="policy-tool"][data-tool="read"]')
+    write = policy.locator('[data-testid="policy-tool"][data-tool="write"]')
+    expect(read.get_by_test_id("policy-tool-timeout")).to_have_text("–")
+    expect(write.get_by_test_id("policy-tool-timeout")).to_have_text("30 s")
+
+
+def test_agent_page_lets_the_operator_approve_and_reject_its_pending_actions(
+    console: Console,
+) -> None:
+    server = console.server
+    token = create_agent(server, "worker", INBOX_POLICY)
+    other = create_agent(server, "other", INBOX_POLICY)
+    request_action(server, "worker", token, "send_email", {"to": "a@example.com"})
+    request_action(server, "other", other, "send_email")
+    request_action(server, "worker", token, "send_email", {"to": "b@example.com"})
+    console.open_signed_in(operator="alice")
+    console.page.goto(f"{server.url}/#/agents/worker")
+
+    page = console.testid("detail-view")
+    waiting = page.get_by_test_id("detail-pending")
+    cards = waiting.get_by_test_id("pending-item")
+    expect(cards).to_have_count(2)  # only this agent's, oldest first
+    assert [cards.nth(i).get_attribute("data-action-id") for i in range(2)] == ["act-1", "act-2"]
+    first, second = cards.nth(0), cards.nth(1)
+    expect(first.get_by_test_id("pending-budget")).to_have_text("100 left of 100")
+    expect(first.get_by_test_id("pending-expires-at")).to_contain_text("in ")
+
+    first.get_by_test_id("approve-note").fill("known recipient")
+    first.get_by_test_id("approve-button").click()
+    expect(first.get_by_test_id("settled-text")).to_contain_text(
+        "Approved by alice (you): allowed, cost 5, 95 left · note: “known recipient”"
+    )
+    second.get_by_test_id("reject-reason").fill("not this one")
+    second.get_by_test_id("reject-button").click()
+    expect(second.get_by_test_id("settled-text")).to_contain_text(
+        "Rejected by alice (you): not this one"
+    )
+    assert record_of(server, "worker", "action_allowed", "act-1")["note"] == "known recipient"
+    assert record_of(server, "worker", "action_rejected", "act-2")["reason"] == "not this one"
+    history = page.locator('[data-testid="history-item"][data-action-id="act-1"]')
+    expect(history.get_by_test_id("history-decision")).to_have_text("allowed")
+
+    # The inbox says the same of them: decided here, by you, not elsewhere.
+    console.show_pending()
+    inbox = console.testid("pending-view")
+    card = inbox.locator(
+        '[data-testid="pending-item"][data-agent-id="worker"][data-action-id="act-1"]'
+    )
+    expect(card.get_by_test_id("settled-text")).to_contain_text("Approved by alice (you)")
+    expect(inbox.locator('[data-testid="pending-item"][data-agent-id="other"]')).to_have_count(1)
+
+    # Back on the page: dismissing a decided card there hides the section.
+    console.page.goto(f"{server.url}/#/agents/worker")
+    expect(waiting).to_be_hidden()  # a page opened anew shows only what waits
+
+
+def test_agent_page_card_decided_elsewhere_says_who(console: Console) -> None:
+    server = console.server
+    token = create_agent(server, "worker", INBOX_POLICY)
+    request_action(server, "worker", token, "send_email")
+    console.open_signed_in(operator="alice")
+    console.page.goto(f"{server.url}/#/agents/worker")
+    card = console.testid("detail-pending").get_by_test_id("pending-item")
+    expect(card).to_have_count(1)
+    post(server, "/v1/agents/worker/actions/act-1/approve", {"approver": "bob", "note": "ok"})
+    expect(card.get_by_test_id("settled-text")).to_contain_text("Approved elsewhere by bob at ")
+    card.get_by_test_id("dismiss-button").click()
+    expect(card).to_have_count(0)
+    expect(console.testid("detail-pending")).to_be_hidden()
 
 
 # ---- pending cards, tab title, notifications ---------------------------------
