@@ -214,8 +214,12 @@ class AgentLog(Protocol):
         """The committed lines, up to ``upto`` (blocking)."""
         ...
 
-    def read_after(self, seq: int, upto: Committed) -> list[bytes]:
-        """The committed lines of the records after ``seq`` (blocking)."""
+    def read_after(self, seq: int, upto: Committed, limit: int | None = None) -> list[bytes]:
+        """The committed lines of the records after ``seq``, the first
+        ``limit`` of them (None: all), blocking. A reader following the log
+        (the webhooks) reads in pages of ``limit`` lines, so that catching up
+        a backlog holds one page at a time; a read after where an earlier one
+        stopped costs the lines it returns, not the log's size."""
         ...
 
     def read_beyond(self, upto: Committed) -> bytes:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agents_runtime.errors import AgentExists, AgentUnavailable, LogReadError, LogWriteError
 from agents_runtime.log.files.committer import Committer
+from agents_runtime.log.files.cursors import Cursors, line_end, read_lines
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import LineIndex
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
@@ -37,7 +38,7 @@ class FileAgentLog:
     """One agent's log file, opened for appends (or not, when ``logfile`` is
     None: guardd has no signing key and never writes)."""
 
-    __slots__ = ("_committer", "_index", "_read_to", "agent_id", "logfile", "path", "size")
+    __slots__ = ("_committer", "_cursors", "_index", "agent_id", "logfile", "path", "size")
 
     def __init__(
         self,
@@ -52,9 +53,9 @@ class FileAgentLog:
         self.logfile = logfile
         self._committer = committer
         self.size = size
-        # Where the last read_after stopped (seq, byte after it), so that a
-        # reader following the log (webhooks) reads each line once.
-        self._read_to = (-1, 0)
+        # Where the last few read_after calls stopped, so that each reader
+        # following the log (the webhooks) reads each line once.
+        self._cursors = Cursors()
         self._index: LineIndex | None = None  # made by the first lines()
 
     async def run_batch(self, host: BatchHost, batch: Batch) -> bool:
@@ -92,16 +93,20 @@ class FileAgentLog:
         with self.path.open("rb") as fh:
             return split_log(fh.read(upto.size))
 
-    def read_after(self, seq: int, upto: Committed) -> list[bytes]:
-        known, offset = self._read_to
-        if known != seq:
-            known, offset = -1, 0  # another reader: from the start
-        with self.path.open("rb") as fh:
-            fh.seek(offset)
-            lines = split_log(fh.read(max(0, upto.size - offset))).lines
-        skip = seq - known
-        self._read_to = (known + len(lines), offset + sum(len(line) + 1 for line in lines))
-        return lines[skip:]
+    def read_after(self, seq: int, upto: Committed, limit: int | None = None) -> list[bytes]:
+        if seq >= upto.head.seq or limit == 0:
+            return []
+        known = self._cursors.nearest(seq, upto.head.seq, upto.size)
+        try:
+            # Unbuffered: each read asks for exactly what it needs.
+            with self.path.open("rb", buffering=0) as fh:
+                start = line_end(fh, self.path.name, seq, known)
+                lines, end = read_lines(fh, self.path.name, start, upto.size, limit)
+        except OSError as exc:
+            raise LogReadError(f"cannot read {self.path.name}: {exc}") from exc
+        if lines:
+            self._cursors.remember(seq + len(lines), end)
+        return lines
 
     def read_beyond(self, upto: Committed) -> bytes:
         with self.path.open("rb") as fh:

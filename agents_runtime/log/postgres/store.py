@@ -73,7 +73,11 @@ _NEWER = (
     " join guard_logs g on g.agent_id = h.agent_id and g.seq >= h.head"
     " order by h.agent_id, h.head, g.seq"
 )
-_READ = "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3 order by seq"
+# LIMIT NULL is no limit.
+_READ = (
+    "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3"
+    " order by seq limit $4"
+)
 _READ_REGISTERED = (
     "select line from guard_logs where agent_id = $1"
     " and exists (select 1 from guard_agents where agent_id = $1) order by seq"
@@ -190,8 +194,8 @@ class PgAgentLog:
     def read(self, upto: Committed) -> LogContents:
         return LogContents.of_lines(self.read_after(-1, upto))
 
-    def read_after(self, seq: int, upto: Committed) -> list[bytes]:
-        return self._store.fetch_lines(self.agent_id, seq, upto.head.seq)
+    def read_after(self, seq: int, upto: Committed, limit: int | None = None) -> list[bytes]:
+        return self._store.fetch_lines(self.agent_id, seq, upto.head.seq, limit)
 
     def read_beyond(self, upto: Committed) -> bytes:
         lines = self._store.fetch_lines(self.agent_id, upto.head.seq, 2**62)
@@ -443,8 +447,11 @@ class PgStore:
                 f" (fingerprint {recorded.token_fingerprint})"
             )
 
-    def fetch_lines(self, agent_id: str, after: int, upto: int) -> list[bytes]:
-        return [bytes(row["line"]) for row in self._blocking(_READ, agent_id, after, upto)]
+    def fetch_lines(
+        self, agent_id: str, after: int, upto: int, limit: int | None = None
+    ) -> list[bytes]:
+        rows = self._blocking(_READ, agent_id, after, upto, limit)
+        return [bytes(row["line"]) for row in rows]
 
     # -- LogStore ------------------------------------------------------------
 
