@@ -25,9 +25,11 @@ What is promised (docs/webhooks.md says it to operators):
   restarts (a log line, and the webhook's ``disabled`` metric).
 - Bounded memory, whatever the traffic. A webhook holds at most
   ``WINDOW_EVENTS`` undelivered events and ``WINDOW_BYTES`` of their bodies;
-  beyond that it reads no further and the records wait in the log. Of the
-  records it reads it keeps nothing else: what an action held for approval
-  asked is in its agent's state already. An attempt takes at most
+  beyond that it reads no further and the records wait in the log. It
+  reads a log ``PAGE`` records at a time, so that a backlog (after the
+  receiver was down, or without a position file) is never read whole. Of
+  the records it reads it keeps nothing else: what an action held for
+  approval asked is in its agent's state already. An attempt takes at most
   ``post_timeout``, and reads at most ``MAX_ANSWER`` bytes of the answer.
 
 Tasks: ``Webhooks.run`` owns one task per webhook in a task group, and each
@@ -75,6 +77,7 @@ log = logging.getLogger("guardd.webhooks")
 MAX_POSTS = 8  # attempts in flight at once, per webhook
 WINDOW_EVENTS = 256  # undelivered events held, per webhook
 WINDOW_BYTES = 16 * 1024 * 1024  # bytes of their bodies (one larger event still goes alone)
+PAGE = 32  # records read from a log at once, per webhook (a backlog is read page by page)
 MAX_ANSWER = 4096  # bytes of a receiver's answer read at most; the rest is never read
 STOP_TIMEOUT = 2.0  # seconds for every webhook task to end once cancelled
 RESTART_AFTER = 5.0  # seconds before a webhook stopped by an unexpected error starts again
@@ -276,12 +279,15 @@ class Webhook:
                 await asyncio.sleep(self.timing.poll_every)
 
     async def _read(self, agent_id: str, actor: AgentActor, group: asyncio.TaskGroup) -> bool:
-        """Read the agent's records past those already read and hold their
-        events for delivery; False when there was nothing new after all."""
+        """Read the next page of the agent's records past those already read
+        and hold their events for delivery; False when there was nothing new
+        after all. ``_follow`` comes back for the next page (after a page of
+        each other agent's)."""
         after = self.read_to.get(agent_id)
         if after is None:
             after = self.positions.get(agent_id, -1)
-        lines = await asyncio.to_thread(actor.log.read_after, after, actor.committed)
+        read = actor.log.read_after
+        lines = await asyncio.to_thread(read, after, actor.committed, PAGE)
         for line in lines:
             record = canonical.loads(line)
             # What was asked, for the events of an action held for approval:
