@@ -1,6 +1,8 @@
-"""What webhooks cost in memory, measured on a real guardd (its resident set
-from /proc): actions that make no event are not kept, and a receiver's
-answer is not read beyond a few KB however large it is."""
+"""What webhooks cost in memory and reads, measured on a real guardd (its
+resident set and the bytes it read, from /proc): actions that make no event
+are not kept, a receiver's answer is not read beyond a few KB however large
+it is, several webhooks following a large log read only its new records,
+and a backlog is read a page at a time."""
 
 from __future__ import annotations
 
@@ -34,13 +36,20 @@ def status(pid: int, field: str) -> int:
     raise AssertionError(f"no {field}")  # pragma: no cover
 
 
+Start = Callable[..., Api]
+
+
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[[Receiver], Api]]:
+def start(tmp_path: Path) -> Iterator[Start]:
     apis: list[Api] = []
 
-    def run(receiver: Receiver) -> Api:
-        args = ["--webhook", receiver.url, "--webhook-secret", SECRET]
-        api = Api(GuardServer(tmp_path / "guard-data", args=args).start())
+    def run(*hooks: Receiver, timing: str = "") -> Api:
+        flags = [f for hook in hooks for f in ("--webhook", hook.url)]
+        env = {"GUARD_TEST_WEBHOOK_TIMING": timing} if timing else None
+        server = GuardServer(
+            tmp_path / "guard-data", args=[*flags, "--webhook-secret", SECRET], env=env
+        )
+        api = Api(server.start())
         apis.append(api)
         return api
 
@@ -56,6 +65,15 @@ def receivers() -> Iterator[list[Receiver]]:
     yield made
     for receiver in made:
         receiver.stop()
+
+
+def read_chars(pid: int) -> int:
+    """Bytes the process has read through read(2) and its kin, from any
+    file, cached or not (/proc/<pid>/io rchar)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar")  # pragma: no cover
 
 
 def pid_of(api: Api) -> int:
@@ -80,7 +98,7 @@ def ok_text(response: httpx.Response) -> str:
 
 
 def test_large_actions_that_make_no_event_are_not_kept_by_a_webhook(
-    start: Callable[[Receiver], Api], receivers: list[Receiver]
+    start: Start, receivers: list[Receiver]
 ) -> None:
     receiver = Receiver().start()
     receivers.append(receiver)
@@ -109,7 +127,7 @@ def test_large_actions_that_make_no_event_are_not_kept_by_a_webhook(
 
 
 def test_a_huge_answer_is_read_no_further_than_a_few_kb_and_delivery_goes_on(
-    start: Callable[[Receiver], Api], receivers: list[Receiver]
+    start: Start, receivers: list[Receiver]
 ) -> None:
     huge = {"evt_bot_5", "evt_bot_7", "evt_bot_9"}
 
@@ -139,3 +157,27 @@ def test_a_huge_answer_is_read_no_further_than_a_few_kb_and_delivery_goes_on(
     assert grown < GROWTH, f"peak RSS grew by {grown / MB:.0f} MB reading 3 answers of 200 MB"
     assert receiver.body_bytes_sent < 3 * 64 * MB  # guardd closed each early
     receiver.wait_until(lambda: sent(api, receiver) == 5)
+
+
+def test_two_webhooks_following_a_large_log_read_about_each_new_record_once(
+    start: Start, receivers: list[Receiver]
+) -> None:
+    standard, other = Receiver().start(), Receiver().start()
+    receivers += [standard, other]
+    api = start(standard, other)
+    agent = api.create("bot", POLICY)
+    for _ in range(100):  # a log of 30 MB, of records that make no event
+        ok(agent.act("search", input={"data": LARGE}))
+    ok(agent.act("send_email"))
+    for receiver in (standard, other):
+        receiver.wait_for(1, timeout=60)  # both have read the whole log
+    before = read_chars(pid_of(api))
+    for n in range(2, 12):
+        assert ok(agent.act("send_email"))["decision"] == "pending_approval"
+        for receiver in (standard, other):  # each event read on its own
+            receiver.wait_for(n, timeout=60)
+    read = read_chars(pid_of(api)) - before
+    # Each webhook reads each new record of about 1 KB once. When one
+    # webhook's read made the other's start from the top of the log, it was
+    # 30 MB an event.
+    assert read < 5 * MB, f"guardd read {read / MB:.0f} MB for 10 events"
