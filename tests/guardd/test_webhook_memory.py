@@ -181,3 +181,28 @@ def test_two_webhooks_following_a_large_log_read_about_each_new_record_once(
     # webhook's read made the other's start from the top of the log, it was
     # 30 MB an event.
     assert read < 5 * MB, f"guardd read {read / MB:.0f} MB for 10 events"
+
+
+def test_a_webhook_catching_up_a_large_backlog_holds_a_page_of_it_not_all(
+    start: Start, receivers: list[Receiver]
+) -> None:
+    refusing = True
+    receiver = Receiver(lambda post: Answer(500 if refusing else 204)).start()
+    receivers.append(receiver)
+    api = start(receiver, timing="first_backoff=2,max_backoff=4")
+    agent = api.create("bot", POLICY)
+    for _ in range(257):
+        ok(agent.act("send_email"))
+    # 256 events held undelivered: the webhook reads no further.
+    receiver.wait_until(lambda: len(set(receiver.ids())) >= 256, timeout=60)
+    for _ in range(300):  # 90 MB of records it has not read: a backlog
+        assert ok(agent.act("search", input={"data": LARGE}))["decision"] == "allowed"
+    ok(agent.act("send_email"))  # an event after the backlog
+    peak = status(pid_of(api), "VmHWM")
+    refusing = False
+    receiver.wait_until(lambda: len({p.id for p in receiver.got}) == 258, timeout=120)
+    grown = status(pid_of(api), "VmHWM") - peak
+    # At most a page of 32 records of 300 KB and its lines (5 MB measured).
+    # Read whole, the backlog took the peak 171 MB higher: its bytes and
+    # its lines.
+    assert grown < GROWTH, f"peak RSS grew by {grown / MB:.0f} MB catching up 90 MB"
