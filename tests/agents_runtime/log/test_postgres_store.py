@@ -85,6 +85,24 @@ async def test_a_batch_after_a_moved_head_is_refused_whole(store: PgStore) -> No
     assert len((await asyncio.to_thread(store.read, "a")).lines) == 4
 
 
+async def test_read_after_with_a_limit_returns_one_page_and_paging_reads_every_line(
+    store: PgStore,
+) -> None:
+    lines = _lines(10)
+    await store.create("a", b"".join(lines))
+    contents = await asyncio.to_thread(store.read, "a")
+    log = store.open("a", contents, writable=False)
+    upto = Committed(Head(8, ""), 0)  # seq 9 is in the store, not committed
+    want = [line[:-1] for line in lines[:9]]
+    assert await asyncio.to_thread(log.read_after, 2, upto, 4) == want[3:7]
+    assert await asyncio.to_thread(log.read_after, 2, upto) == want[3:]
+    got: list[bytes] = []
+    while page := await asyncio.to_thread(log.read_after, len(got) - 1, upto, 4):
+        assert len(page) <= 4
+        got += page
+    assert got == want
+
+
 def test_a_worker_process_gets_a_store_of_the_same_url(store: PgStore) -> None:
     import pickle
 
