@@ -54,8 +54,9 @@ class FileAgentLog:
         self._committer = committer
         self.size = size
         # Where the last few read_after calls stopped, so that each reader
-        # following the log (the webhooks) reads each line once.
-        self._cursors = Cursors()
+        # following the log (the webhooks) reads each line once; made by the
+        # first read_after (nothing for an agent no webhook follows).
+        self._cursors: Cursors | None = None
         self._index: LineIndex | None = None  # made by the first lines()
 
     async def run_batch(self, host: BatchHost, batch: Batch) -> bool:
@@ -96,7 +97,12 @@ class FileAgentLog:
     def read_after(self, seq: int, upto: Committed, limit: int | None = None) -> list[bytes]:
         if seq >= upto.head.seq or limit == 0:
             return []
-        known = self._cursors.nearest(seq, upto.head.seq, upto.size)
+        cursors = self._cursors
+        if cursors is None:
+            # Two first reads at once may each make one: one is kept, and
+            # the other's cursor is merely not remembered.
+            cursors = self._cursors = Cursors()
+        known = cursors.nearest(seq, upto.head.seq, upto.size)
         try:
             # Unbuffered: each read asks for exactly what it needs.
             with self.path.open("rb", buffering=0) as fh:
@@ -105,7 +111,7 @@ class FileAgentLog:
         except OSError as exc:
             raise LogReadError(f"cannot read {self.path.name}: {exc}") from exc
         if lines:
-            self._cursors.remember(seq + len(lines), end)
+            cursors.remember(seq + len(lines), end)
         return lines
 
     def read_beyond(self, upto: Committed) -> bytes:
