@@ -23,7 +23,11 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
 from agents_runtime.log import canonical
-from agents_runtime.log.checkpoint import CheckpointFileError, read_checkpoint_file
+from agents_runtime.log.checkpoint import (
+    CheckpointFile,
+    CheckpointFileError,
+    read_checkpoint_file,
+)
 from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.verify import Checkpoint
 from audit.errors import AuditError, UnknownFormat, UsageError
@@ -79,7 +83,7 @@ def _checkpoint(text: str) -> Checkpoint:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _checkpoint_file(text: str) -> Checkpoint:
+def _checkpoint_file(text: str) -> CheckpointFile:
     try:
         return read_checkpoint_file(Path(text))
     except FileNotFoundError:
@@ -132,10 +136,10 @@ def _add_verify(subparsers: Subparsers) -> None:
     checkpoint.add_argument(
         "--checkpoint-file",
         type=_checkpoint_file,
-        dest="checkpoint",
         metavar="PATH",
-        help="the same, read from a file holding one line SEQ:HASH "
-        "(guardd keeps one per agent: <checkpoint-dir>/<id>.checkpoint)",
+        help="the same, read from a checkpoint file guardd keeps per agent "
+        "(<checkpoint-dir>/<id>.checkpoint): a signed note whose signature and origin are "
+        "checked too, or an older version's one line SEQ:HASH",
     )
     parser.add_argument(
         "--log-id",
@@ -214,8 +218,13 @@ def _run_verify(args: argparse.Namespace) -> int:
     if args.file is None:
         raise UsageError("give the log file to verify (or --store URL)")
     source = read_source(args.file)
+    stored: CheckpointFile | None = args.checkpoint_file
     outcome = verify_source(
-        source, public_key=args.public_key, log_id=args.log_id, checkpoint=args.checkpoint
+        source,
+        public_key=args.public_key,
+        log_id=args.log_id,
+        checkpoint=stored.checkpoint if stored is not None else args.checkpoint,
+        checkpoint_file=stored,
     )
     _warn(outcome.warnings)
     if args.json:
@@ -228,7 +237,7 @@ def _run_verify(args: argparse.Namespace) -> int:
 def _run_verify_store(args: argparse.Namespace) -> int:
     if args.file is not None:
         raise UsageError("give a file or --store, not both")
-    if args.checkpoint is not None or args.log_id is not None:
+    if args.checkpoint is not None or args.checkpoint_file is not None or args.log_id is not None:
         raise UsageError("--checkpoint and --log-id go with a file, not --store")
     if not args.store.startswith(("postgresql://", "postgres://")):
         raise UsageError("--store must be a postgresql:// URL")

@@ -9,7 +9,10 @@ import attrs
 
 from agents_runtime.errors import CanonicalError, VerificationError
 from agents_runtime.log import canonical
+from agents_runtime.log.checkpoint import CheckpointFile
 from agents_runtime.log.verify import (
+    CHECKPOINT_ORIGIN,
+    CHECKPOINT_UNSIGNED,
     KEY_MISMATCH,
     LOG_ID_MISMATCH,
     NOT_JSON,
@@ -48,6 +51,17 @@ class Outcome:
     # user did not give it (the store's own record, a data dir's audit.pub):
     # the signatures match it, but nothing says it is the service's key.
     key_origin: str | None = None
+    # The --checkpoint-file read: a signed note (its signature and origin
+    # verified when ok) or an older version's unsigned line.
+    checkpoint_file: CheckpointFile | None = None
+
+    @property
+    def checkpoint_signed(self) -> bool | None:
+        """Whether the checkpoint file's signature verified; None without one."""
+        stored = self.checkpoint_file
+        if stored is None:
+            return None
+        return stored.is_signed_note and self.report.checkpoint_checked
 
     @property
     def ok(self) -> bool:
@@ -76,6 +90,7 @@ class Outcome:
                 else None
             ),
             "checkpoint_checked": report.checkpoint_checked,
+            "checkpoint_signed": self.checkpoint_signed,
             "expected_log_id": self.expected.log_id if self.expected is not None else None,
             "torn_tail": source.torn_tail.to_json() if source.torn_tail is not None else None,
             "warnings": list(self.warnings),
@@ -98,11 +113,15 @@ def verify_source(
     log_id: str | None = None,
     checkpoint: Checkpoint | None = None,
     key_origin: str | None = None,
+    checkpoint_file: CheckpointFile | None = None,
 ) -> Outcome:
     """Verify every item of ``source`` in order and report the first failure,
     its line being the file's line. ``public_key`` is the user's own
     (``--public-key``) unless ``key_origin`` names where else it was read:
-    then the signatures are checked against it, and the key is not trusted."""
+    then the signatures are checked against it, and the key is not trusted.
+    A signed ``checkpoint_file`` (whose head is ``checkpoint``) must also be
+    signed by that key, or without one by the genesis record's, and name
+    the log as its origin."""
     expected = expectation(source, log_id)
     verifier = ChainVerifier(
         public_key=public_key,
@@ -119,8 +138,11 @@ def verify_source(
         verifier.finish()
     except VerificationError as exc:
         failure = exc.failure
+    detail: str | None = None
+    if failure is None and checkpoint_file is not None and checkpoint_file.is_signed_note:
+        failure, detail = _checkpoint_problem(checkpoint_file, verifier, public_key, expected)
     report = verifier.report(failure)
-    if failure is not None:
+    if failure is not None and failure.line > 0:
         report = attrs.evolve(
             report, failure=attrs.evolve(failure, line=source.line_of(failure.line))
         )
@@ -131,14 +153,48 @@ def verify_source(
         report=report,
         checkpoint=checkpoint,
         expected=expected,
-        warnings=tuple(_warnings(source, report, public_key is not None)),
-        detail=_detail(source, report, expected, key_origin or GIVEN_KEY),
+        warnings=tuple(_warnings(source, report, public_key is not None, checkpoint_file)),
+        detail=detail or _detail(source, report, expected, key_origin or GIVEN_KEY),
         key_origin=key_origin,
+        checkpoint_file=checkpoint_file,
     )
 
 
-def _warnings(source: Source, report: Report, key_given: bool) -> list[str]:
+def _checkpoint_problem(
+    stored: CheckpointFile,
+    verifier: ChainVerifier,
+    public_key: bytes | None,
+    expected: Expectation | None,
+) -> tuple[Failure | None, str | None]:
+    """Why a signed checkpoint file does not hold for the log just verified
+    (line 0: not a line of the log), with a sentence for people."""
+    log_id = expected.log_id if expected is not None else verifier.log_id
+    key = public_key
+    if key is None and verifier.public_key_hex is not None:
+        key = bytes.fromhex(verifier.public_key_hex)
+    if key is None or log_id is None:
+        why = "no key or log_id to check it with (a slice: give --public-key and --log-id)"
+        return Failure(0, None, CHECKPOINT_UNSIGNED), f"the checkpoint file has {why}"
+    if stored.origin != f"guardd/{log_id}":
+        return (
+            Failure(0, None, CHECKPOINT_ORIGIN),
+            f"the checkpoint file names origin {stored.origin!r}; this log is {log_id!r}",
+        )
+    problem = stored.problem(key, log_id)
+    if problem is not None:
+        return Failure(0, None, CHECKPOINT_UNSIGNED), f"the checkpoint file: {problem}"
+    return None, None
+
+
+def _warnings(
+    source: Source, report: Report, key_given: bool, stored: CheckpointFile | None
+) -> list[str]:
     warnings = []
+    if stored is not None and not stored.is_signed_note and report.ok:
+        warnings.append(
+            "the checkpoint file is unsigned (written by an older version): it shows the "
+            "log reaches that head, nothing about who wrote the checkpoint"
+        )
     if report.ok and not key_given:
         if report.signatures_checked:
             warnings.append(NO_KEY_WARNING)
@@ -219,9 +275,9 @@ def verify_text(outcome: Outcome) -> list[str]:
         lines.append(f"OK: {report.records} records{span}")
     else:
         failure = report.failure
-        where = f"line {failure.line}" + (
-            f" (seq {failure.seq})" if failure.seq is not None else ""
-        )
+        where = "checkpoint file" if failure.line == 0 else f"line {failure.line}"
+        if failure.seq is not None:
+            where += f" (seq {failure.seq})"
         lines.append(f"FAILED: {where}: {failure.reason}")
         if outcome.detail:
             lines.append(f"  {outcome.detail}")
@@ -256,7 +312,13 @@ def verify_text(outcome: Outcome) -> list[str]:
             f"records before seq {report.first_seq} are not covered"
         )
     if outcome.checkpoint is not None and report.checkpoint_checked:
-        lines.append(f"checkpoint: {outcome.checkpoint.seq}:{outcome.checkpoint.hash} matches")
+        how = ""
+        if outcome.checkpoint_signed:
+            how = f" (signed by that key, origin guardd/{report.log_id})"
+        elif outcome.checkpoint_file is not None:
+            how = " (unsigned: an older version's file)"
+        checkpoint = outcome.checkpoint
+        lines.append(f"checkpoint: {checkpoint.seq}:{checkpoint.hash} matches{how}")
     if source.torn_tail is not None:
         tail = source.torn_tail
         lines.append(f"torn tail:  line {tail.line}, {tail.size} bytes, not verified")

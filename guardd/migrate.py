@@ -120,11 +120,20 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
     try:
         for agent_id in scan.agent_ids:
             try:
-                checkpoint = checkpoints.read(agent_id)
+                stored = checkpoints.read(agent_id)
             except CheckpointFileError as exc:
                 print(f"refused: {agent_id}: {exc}", file=out)
                 refused += 1
                 continue
+            # As at startup: a signed checkpoint counts only when it verifies
+            # (else the log is verified whole), an older unsigned one as read.
+            checkpoint = None
+            if stored is not None:
+                checkpoint = (
+                    stored.trusted(ring.public_key, agent_id)
+                    if stored.is_signed_note
+                    else stored.checkpoint
+                )
             contents = files.read(agent_id)
             loaded = replay(agent_id, contents, ring.public_key, checkpoint=checkpoint)
             if loaded.failure is not None:

@@ -2,8 +2,10 @@
 creates agents, and stops them all cleanly.
 
 Loading verifies each log, against its checkpoint when it has one, and
-folds it into state. A final line cut by a crash (a torn tail) is moved aside
-to ``<id>.jsonl.torn``; any other failure quarantines the agent for the life
+folds it into state; a signed checkpoint that verifies spares the Ed25519
+checks of the records it commits to (agents_runtime/log/checkpoint.py).
+A final line cut by a crash (a torn tail) is moved aside to
+``<id>.jsonl.torn``; any other failure quarantines the agent for the life
 of the process, leaving its file as it is. Odd entries of ``agents/`` are
 reported and skipped.
 
@@ -108,6 +110,10 @@ class Registry:
         self._saved_seq: dict[str, int] = {}
         self._moved: set[str] = set()
         self._unsynced: set[str] = set()
+        # Agents whose checkpoint file, read at startup, is an older unsigned
+        # one, or a signed one that did not verify: both are replaced.
+        self._unsigned: set[str] = set()
+        self._forged: set[str] = set()
         self._checkpointer: asyncio.Task[None] | None = None
         self._follower: asyncio.Task[None] | None = None
         # One writer of checkpoint files at a time, never one going backwards:
@@ -152,24 +158,46 @@ class Registry:
         if not self.ring.read_only:
             self.checkpoints.prepare()
         found: dict[str, Checkpoint] = {}
+        public_key = self.ring.public_key
         for agent_id in ids:
             try:
-                checkpoint = self.checkpoints.read(agent_id)
+                stored = self.checkpoints.read(agent_id)
             except CheckpointFileError as exc:
                 self._quarantine(agent_id, Failure(0, None, CHECKPOINT_UNREADABLE), str(exc))
                 continue
-            if checkpoint is not None:
-                found[agent_id] = checkpoint
-                self._saved_seq[agent_id] = checkpoint.seq
+            if stored is None:
+                continue
+            if not stored.is_signed_note:
+                # An older version's one-line file: held against the log as
+                # before, vouching for no signature; not in _saved_seq, so
+                # the next round replaces it with a signed one.
+                found[agent_id] = stored.checkpoint
+                self._unsigned.add(agent_id)
+                continue
+            checkpoint = stored.trusted(public_key, agent_id)
+            if checkpoint is None:
+                # Never trusted, not even for its seq: one copied from another
+                # agent would quarantine a sound log. The log is verified
+                # whole, and a signed checkpoint written from it.
+                log.warning(
+                    "agent %s: ignoring its checkpoint %s: %s; verifying every signature",
+                    agent_id,
+                    self.checkpoints.path(agent_id),
+                    stored.problem(public_key, agent_id),
+                )
+                self._forged.add(agent_id)
+                continue
+            found[agent_id] = checkpoint
+            self._saved_seq[agent_id] = checkpoint.seq
         known = set(ids)
         for agent_id in self.checkpoints.agent_ids():
             if agent_id in known:
                 continue
             try:
-                checkpoint = self.checkpoints.read(agent_id)
+                stored = self.checkpoints.read(agent_id)
             except CheckpointFileError:
-                checkpoint = None
-            seq = checkpoint.seq if checkpoint is not None else None
+                stored = None
+            seq = stored.checkpoint.seq if stored is not None else None
             self._quarantine(
                 agent_id,
                 Failure(1, seq, TRUNCATED),
@@ -199,7 +227,13 @@ class Registry:
         self.actors[agent_id] = self._actor(loaded.state, agent_log)
         head = loaded.state.head
         saved = self._saved_seq.get(agent_id)
-        if saved is None:
+        if agent_id in self._unsigned:
+            log.info(
+                "agent %s: its checkpoint is unsigned (an older version); %s",
+                agent_id,
+                "kept (read-only)" if self.ring.read_only else "a signed one replaces it",
+            )
+        elif saved is None and agent_id not in self._forged:
             log.warning(
                 "agent %s: no checkpoint; %s from its verified log (%s)",
                 agent_id,
@@ -293,8 +327,10 @@ class Registry:
         with self._write_lock:
             saved = self._saved_seq
             newer = {a: h for a, h in heads.items() if h.seq > saved.get(a, -1)}
+            signer = self.ring.signer
+            assert signer is not None  # no rounds in read-only mode
             self.store.make_durable(a for a in sync if a in newer)
-            self.checkpoints.write(newer)
+            self.checkpoints.write(newer, signer)
             saved.update((a, h.seq) for a, h in newer.items())
 
     # -- lookup --------------------------------------------------------------

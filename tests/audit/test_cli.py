@@ -34,6 +34,7 @@ JSON_KEYS = {
     "signatures_checked",
     "checkpoint",
     "checkpoint_checked",
+    "checkpoint_signed",
     "expected_log_id",
     "torn_tail",
     "warnings",
@@ -702,7 +703,9 @@ def test_checkpoint_file_is_read_like_checkpoint(
         pytest.param(
             "5\n", "{path}: checkpoint must be <seq>:<64 hex characters>, not '5'", id="malformed"
         ),
-        pytest.param("5:" + "ab" * 32, "{path}: not one line ending in a newline", id="no-newline"),
+        pytest.param(
+            "5:" + "ab" * 32, "{path}: no final line feed: not a checkpoint", id="no-newline"
+        ),
     ],
 )
 def test_a_bad_checkpoint_file_is_a_usage_error(

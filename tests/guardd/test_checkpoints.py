@@ -9,12 +9,25 @@ import json
 import time
 from pathlib import Path
 
+from agents_runtime.log.checkpoint import CheckpointFileError, parse_checkpoint
 from tests.guardd.conftest import Agent, Api, assert_error, ok
 from tests.support.server import GuardServer
 
 
 def checkpoint_of(root: Path, agent_id: str) -> Path:
     return root / "checkpoints" / f"{agent_id}.checkpoint"
+
+
+def stored_head(path: Path) -> str | None:
+    """``<seq>:<hash>`` of the signed checkpoint in ``path``; None when there
+    is none yet, or it is not a signed note."""
+    try:
+        stored = parse_checkpoint(path.read_bytes())
+    except (FileNotFoundError, CheckpointFileError, UnicodeDecodeError, ValueError):
+        return None
+    if not stored.is_signed_note:
+        return None
+    return f"{stored.checkpoint.seq}:{stored.checkpoint.hash}"
 
 
 def head_of(api: Api, agent: Agent) -> str:
@@ -33,13 +46,13 @@ def test_a_running_guardd_keeps_each_checkpoint_within_about_a_second(fresh_api:
     for _ in range(3):
         ok(agent.act("search"))
     path = checkpoint_of(api.server.data_dir, "busy")
-    expected = head_of(api, agent) + "\n"
+    expected = head_of(api, agent)
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
-        if path.exists() and path.read_text() == expected:
+        if stored_head(path) == expected:
             break
         time.sleep(0.05)
-    assert path.read_text() == expected
+    assert stored_head(path) == expected
 
 
 def test_lines_cut_off_a_stopped_log_quarantine_the_agent(fresh_api: Api) -> None:
@@ -69,7 +82,8 @@ def test_a_stopped_log_rewritten_at_its_checkpoint_is_quarantined(fresh_api: Api
     ok(agent.act("search"))
     assert api.server.stop() == 0
     checkpoint = checkpoint_of(api.server.data_dir, "rewritten")
-    seq = int(checkpoint.read_text().split(":")[0])
+    seq = parse_checkpoint(checkpoint.read_bytes()).checkpoint.seq
+    # An older version's unsigned line, still held against the log.
     checkpoint.write_text(f"{seq}:{'ab' * 32}\n")
     api.server.start()
     assert entry(api, "rewritten")["error"] == (
@@ -93,7 +107,7 @@ def test_a_data_dir_without_checkpoints_upgrades_with_a_warning(fresh_api: Api) 
         api.server.read_output()
     )
     assert api.server.stop() == 0
-    assert checkpoint_of(api.server.data_dir, "old").read_text() == head + "\n"
+    assert stored_head(checkpoint_of(api.server.data_dir, "old")) == head
 
 
 def test_checkpoint_dir_from_the_environment_and_the_flag(tmp_path: Path) -> None:
@@ -106,7 +120,7 @@ def test_checkpoint_dir_from_the_environment_and_the_flag(tmp_path: Path) -> Non
         agent = api.create("moved")
         head = head_of(api, agent)
         assert server.stop() == 0
-        assert (elsewhere / "moved.checkpoint").read_text() == head + "\n"
+        assert stored_head(elsewhere / "moved.checkpoint") == head
         assert not checkpoint_of(server.data_dir, "moved").exists()
     finally:
         api.close()

@@ -104,6 +104,18 @@ def option_sets(lines: list[bytes]) -> Iterator[dict[str, Any]]:
     except (CanonicalError, KeyError, TypeError):  # a tampered last line: no head to take
         return
     yield {"public_key": key, "checkpoint": Checkpoint(head.seq, head.hash), "signer": SIGNER}
+    # A signed checkpoint: the records up to it are not signature-checked.
+    signed = Checkpoint(head.seq, head.hash, signed=True)
+    yield {"public_key": key, "checkpoint": signed, "signer": SIGNER}
+    yield {"public_key": key, "log_id": LOG_ID, "checkpoint": signed}
+    middle = len(lines) // 2
+    try:
+        mid = head_of(lines[middle])
+    except (CanonicalError, KeyError, TypeError):
+        return
+    mid_signed = Checkpoint(mid.seq, mid.hash, signed=True)
+    yield {"public_key": key, "log_id": LOG_ID, "checkpoint": mid_signed, "signer": SIGNER}
+    yield {"public_key": ATTACKER.public_key, "checkpoint": mid_signed}
 
 
 def assert_same_answers_everywhere(lines: list[bytes]) -> None:
