@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from agents_runtime.log import canonical, record
+from agents_runtime.log.checkpoint import signed_checkpoint
+from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head
 from audit.cli import main
 from tests.audit.logs import OTHER, PUBLIC_KEY, SIGNER, build, head_of, response_body, write
@@ -694,6 +696,84 @@ def test_checkpoint_file_is_read_like_checkpoint(
     status, report = run_json(capsys, "verify", short, "--checkpoint-file", checkpoint)
     assert status == 1
     assert report["failure"] == {"line": 4, "seq": 3, "reason": "truncated before checkpoint"}
+
+
+def test_a_signed_checkpoint_file_is_checked_for_signature_origin_and_head(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, log: Path, lines: list[bytes]
+) -> None:
+    checkpoint = tmp_path / "agent-1.checkpoint"
+    checkpoint.write_bytes(signed_checkpoint("agent-1", head_of(lines[3]), SIGNER))
+    argv = ["verify", log, "--public-key", PUBLIC_KEY, "--checkpoint-file", checkpoint]
+    status, report = run_json(capsys, *argv)
+    assert status == 0
+    assert (report["checkpoint_checked"], report["checkpoint_signed"]) == (True, True)
+    assert report["checkpoint"] == head_of(lines[3]).to_json()
+    status, out, _ = run(capsys, *argv)
+    assert f"checkpoint: {head_of(lines[3]).checkpoint()} matches (signed by that key, " in out
+    # Without --public-key: the genesis record's key, not trusted (warned as ever).
+    status, report = run_json(capsys, "verify", log, "--checkpoint-file", checkpoint)
+    assert (status, report["checkpoint_signed"], report["key_trusted"]) == (0, True, False)
+    # The log cut behind it.
+    short = write(tmp_path / "agents" / "agent-1.jsonl", lines[:3])
+    status, report = run_json(capsys, "verify", short, "--checkpoint-file", checkpoint)
+    assert status == 1
+    assert report["failure"] == {"line": 4, "seq": 3, "reason": "truncated before checkpoint"}
+    assert report["checkpoint_signed"] is False
+
+
+@pytest.mark.parametrize(
+    ("writer", "agent_id", "reason", "detail"),
+    [
+        pytest.param(
+            OTHER,
+            "agent-1",
+            "checkpoint signature does not verify",
+            "the checkpoint file: it has no signature by the key guardd",
+            id="forged",
+        ),
+        pytest.param(
+            SIGNER,
+            "agent-2",
+            "checkpoint is for another log",
+            "the checkpoint file names origin 'guardd/agent-2'; this log is 'agent-1'",
+            id="another-agent",
+        ),
+    ],
+)
+def test_a_forged_or_copied_checkpoint_file_fails(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    log: Path,
+    lines: list[bytes],
+    writer: Signer,
+    agent_id: str,
+    reason: str,
+    detail: str,
+) -> None:
+    checkpoint = tmp_path / "agent-1.checkpoint"
+    checkpoint.write_bytes(signed_checkpoint(agent_id, head_of(lines[3]), writer))
+    argv = ["verify", log, "--public-key", PUBLIC_KEY, "--checkpoint-file", checkpoint]
+    status, report = run_json(capsys, *argv)
+    assert status == 1
+    assert report["failure"] == {"line": 0, "seq": None, "reason": reason}
+    assert report["checkpoint_signed"] is False
+    status, out, _ = run(capsys, *argv)
+    assert out.splitlines()[0] == f"FAILED: checkpoint file: {reason}"
+    assert out.splitlines()[1].startswith(f"  {detail}")
+
+
+def test_an_old_unsigned_checkpoint_file_is_checked_with_a_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, log: Path, lines: list[bytes]
+) -> None:
+    checkpoint = tmp_path / "agent-1.checkpoint"
+    checkpoint.write_text(head_of(lines[3]).checkpoint() + "\n")
+    argv = ["verify", log, "--public-key", PUBLIC_KEY, "--checkpoint-file", checkpoint]
+    status, report = run_json(capsys, *argv)
+    assert (status, report["checkpoint_checked"], report["checkpoint_signed"]) == (0, True, False)
+    assert any("checkpoint file is unsigned" in w for w in report["warnings"])
+    status, out, err = run(capsys, *argv)
+    assert "(unsigned: an older version's file)" in out
+    assert "warning: the checkpoint file is unsigned" in err
 
 
 @pytest.mark.parametrize(

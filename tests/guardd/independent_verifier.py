@@ -270,3 +270,36 @@ def check_receipt(
     ):
         raise Refused("another call's receipt")
     return str(allowed["action_id"])
+
+
+def checkpoint_head(data: bytes, *, public_key_hex: str, log_id: str) -> tuple[int, str]:
+    """The head ``(seq, hash hex)`` a signed checkpoint file vouches for, read
+    as docs/log-format.md ("guardd's checkpoint files") says: split at the
+    first blank line, find the ``guardd`` signature with the key's ID, verify
+    it over the text, check the origin. Raises Invalid (line 0) otherwise."""
+    import base64
+
+    public_key = bytes.fromhex(public_key_hex)
+    text, sep, signatures = data.partition(b"\n\n")
+    text += b"\n"
+    lines = text.decode("utf-8").split("\n")
+    if not sep or len(lines) != 4 or lines[3] != "":
+        raise Invalid(0, None, "not a signed checkpoint")
+    origin, size, root = lines[:3]
+    wanted = hashlib.sha256(b"guardd\n\x01" + public_key).digest()[:4]
+    for line in signatures.decode("utf-8").splitlines():
+        dash, _, rest = line.partition(" ")
+        name, _, blob_b64 = rest.partition(" ")
+        blob = base64.b64decode(blob_b64)
+        if dash != "\u2014" or name != "guardd" or blob[:4] != wanted:
+            continue
+        try:
+            nacl.signing.VerifyKey(public_key).verify(text, blob[4:])
+        except nacl.exceptions.BadSignatureError:
+            raise Invalid(0, None, "checkpoint signature does not verify") from None
+        break
+    else:
+        raise Invalid(0, None, "checkpoint signature does not verify")
+    if origin != f"guardd/{log_id}":
+        raise Invalid(0, None, "checkpoint is for another log")
+    return int(size) - 1, base64.b64decode(root).hex()

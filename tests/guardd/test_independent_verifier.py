@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,51 @@ def test_receipts_over_http_check_independently(api: Api, logged: Agent, public_
             tool="search",
             tool_input=UNUSUAL_INPUT,
         )
+
+
+def test_the_checkpoint_guardd_writes_is_checked_independently(api: Api, public_key: str) -> None:
+    agent = api.create(policy=POLICY)
+    ok(agent.act("search"))
+    head = api.status(agent)["head"]
+    path = api.server.data_dir / "checkpoints" / f"{agent.agent_id}.checkpoint"
+    for _ in range(200):  # written within about a second of the commit
+        if path.exists() and path.read_bytes().startswith(
+            f"guardd/{agent.agent_id}\n{head['seq'] + 1}\n".encode()
+        ):
+            break
+        time.sleep(0.05)
+    data = path.read_bytes()
+    seq, digest = iv.checkpoint_head(data, public_key_hex=public_key, log_id=agent.agent_id)
+    assert {"seq": seq, "hash": digest} == head
+    iv.verify_file(
+        _file(api, agent),
+        public_key_hex=public_key,
+        log_id=agent.agent_id,
+        checkpoint=(seq, digest),
+    )
+    with pytest.raises(iv.Invalid, match="checkpoint is for another log"):
+        iv.checkpoint_head(data, public_key_hex=public_key, log_id="someone-else")
+    with pytest.raises(iv.Invalid, match="checkpoint signature does not verify"):
+        iv.checkpoint_head(
+            data.replace(b"guardd/", b"guardd/x", 1),
+            public_key_hex=public_key,
+            log_id="x" + agent.agent_id,
+        )
+
+
+def test_the_documented_checkpoint_example_is_checked_independently() -> None:
+    data = Path(__file__).parents[1] / "data"
+    seed = bytes.fromhex((data / "worked-example.key").read_text().strip())
+    key = nacl.signing.SigningKey(seed).verify_key.encode().hex()
+    checkpoint = iv.checkpoint_head(
+        (data / "worked-example.checkpoint").read_bytes(),
+        public_key_hex=key,
+        log_id="worked-example",
+    )
+    iv.verify_file(
+        (data / "worked-example.jsonl").read_bytes(),
+        public_key_hex=key,
+        log_id="worked-example",
+        checkpoint=checkpoint,
+    )
+    assert checkpoint[0] == 2
