@@ -83,7 +83,8 @@ def chained_record(
     """The record on ``line`` (without its newline) if it is canonical,
     extends the chain at ``head`` by one, is neither genesis, seq 1 nor at
     ``checkpoint_seq``, and its signature verifies under ``key`` (not
-    checked without a key, as in the reference); None otherwise.
+    checked without a key, as in the reference; the caller passes none for
+    a record a signed checkpoint vouches for); None otherwise.
 
     ``resign`` signs with ``key``'s private key when the caller holds it:
     Ed25519 signing is deterministic, so a signature byte-equal to the one

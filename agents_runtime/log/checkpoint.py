@@ -59,7 +59,8 @@ ED25519 = b"\x01"  # the signed-note signature type of an Ed25519 key
 SIGNATURE_DASH = "\u2014 "  # a signature line starts with an em dash and a space
 
 _SIZE = re.compile(r"[1-9][0-9]{0,18}")
-_SIGNATURE_LINE = re.compile(r"\u2014 ([^ \n]+) ([A-Za-z0-9+/=]+)")
+# A key name holds no space and no control character (the note has none).
+_SIGNATURE_LINE = re.compile(r"\u2014 ([^\x00-\x20\x7f]+) ([A-Za-z0-9+/=]+)")
 
 
 class CheckpointFileError(ValueError):

@@ -152,9 +152,12 @@ class Registry:
         return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
 
     def _read_checkpoints(self, ids: list[str]) -> dict[str, Checkpoint]:
-        """Each agent's checkpoint. One that cannot be read quarantines its
-        agent; so does a checkpoint whose log is gone, the whole log being
-        the furthest a log can be cut."""
+        """Each agent's checkpoint: a signed one that verifies under the
+        audit key for this agent (marked signed: the records up to it need
+        no signature check), or an older unsigned one (held against the log
+        as before); a signed one that does not verify is ignored. One that
+        cannot be read quarantines its agent; so does a checkpoint whose log
+        is gone, the whole log being the furthest a log can be cut."""
         if not self.ring.read_only:
             self.checkpoints.prepare()
         found: dict[str, Checkpoint] = {}

@@ -135,6 +135,14 @@ def test_a_missing_checkpoint_reads_as_none(tmp_path: Path) -> None:
             b"guardd/a-1\n8\n" + B64.encode() + b"\n\n- guardd AAAAAAA=\n", id="no-em-dash"
         ),
         pytest.param(b"x" * 2000 + b"\n", id="too-long"),
+        pytest.param(
+            b"guardd/a-1\n8\n"
+            + B64.encode()
+            + b"\n\n"
+            + SIG.replace(b"guardd", b"gu\tardd")
+            + b"\n",
+            id="control-character",
+        ),
     ],
 )
 def test_a_file_that_is_not_a_checkpoint_is_an_error(tmp_path: Path, data: bytes) -> None:
