@@ -9,7 +9,9 @@ import json
 import time
 from pathlib import Path
 
-from agents_runtime.log.checkpoint import CheckpointFileError, parse_checkpoint
+from agents_runtime.log.checkpoint import CheckpointFileError, parse_checkpoint, signed_checkpoint
+from agents_runtime.log.keys import Signer
+from agents_runtime.log.record import Head
 from tests.guardd.conftest import Agent, Api, assert_error, ok
 from tests.support.server import GuardServer
 
@@ -175,3 +177,39 @@ def test_verify_reports_bytes_appended_after_the_committed_head(fresh_api: Api) 
             "failure": {"line": lines + 1, "seq": None, "reason": "bytes after the committed head"},
         }
     assert ok(api.admin.get(f"{agent.path}/verify"))["ok"] is True
+
+
+def test_an_unsigned_checkpoint_of_an_older_version_is_replaced_by_a_signed_one(
+    fresh_api: Api,
+) -> None:
+    api = fresh_api
+    agent = api.create("older")
+    ok(agent.act("search"))
+    head = head_of(api, agent)
+    assert api.server.stop() == 0
+    path = checkpoint_of(api.server.data_dir, "older")
+    path.write_text(head + "\n")
+    api.server.start()
+    assert entry(api, "older")["state"] == "active"
+    assert "agent older: its checkpoint is unsigned (an older version); a signed one" in (
+        api.server.read_output()
+    )
+    assert api.server.stop() == 0
+    assert stored_head(path) == head
+
+
+def test_a_forged_checkpoint_is_ignored_with_a_warning_and_the_agent_served(
+    fresh_api: Api,
+) -> None:
+    api = fresh_api
+    agent = api.create("forged")
+    ok(agent.act("search"))
+    head = head_of(api, agent)
+    assert api.server.stop() == 0
+    path = checkpoint_of(api.server.data_dir, "forged")
+    seq, digest = head.split(":")
+    path.write_bytes(signed_checkpoint("forged", Head(int(seq), digest), Signer(b"\x05" * 32)))
+    api.server.start()
+    assert entry(api, "forged")["state"] == "active"
+    ok(agent.act("search"))
+    assert "agent forged: ignoring its checkpoint" in api.server.read_output()
