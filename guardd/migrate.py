@@ -128,12 +128,13 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
             # As at startup: a signed checkpoint counts only when it verifies
             # (else the log is verified whole), an older unsigned one as read.
             checkpoint = None
-            if stored is not None:
-                checkpoint = (
-                    stored.trusted(ring.public_key, agent_id)
-                    if stored.is_signed_note
-                    else stored.checkpoint
-                )
+            if stored is not None and not stored.is_signed_note:
+                checkpoint = stored.checkpoint
+            elif stored is not None:
+                checkpoint = stored.trusted(ring.public_key, agent_id)
+                if checkpoint is None:
+                    why = stored.problem(ring.public_key, agent_id)
+                    print(f"{agent_id}: ignoring its checkpoint: {why}", file=out)
             contents = files.read(agent_id)
             loaded = replay(agent_id, contents, ring.public_key, checkpoint=checkpoint)
             if loaded.failure is not None:

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from agents_runtime.log.checkpoint import signed_checkpoint
+from agents_runtime.log.keys import Signer
+from agents_runtime.log.record import Head
 from tests.guardd.conftest import Agent, Api, assert_error, ok
 from tests.support.postgres import run_sql, store_lines
 from tests.support.server import GuardServer
@@ -159,3 +162,24 @@ def test_a_copy_cut_short_is_not_served_and_the_next_run_finishes_it(
         assert done.returncode == 0, done.stdout
         assert "copied: gamma (5 records, 3 were there)" in done.stdout
         assert api.status(agents["gamma"])["spent"] == 3
+
+
+def test_checkpoints_count_as_at_startup_signed_ones_only_when_they_verify(
+    data_dir: tuple[Path, dict[str, Agent]], postgres_dsn: str
+) -> None:
+    root, _ = data_dir
+    # alpha's log cut behind its signed checkpoint: refused.
+    alpha = root / "agents" / "alpha.jsonl"
+    lines = alpha.read_bytes().splitlines(keepends=True)
+    alpha.write_bytes(b"".join(lines[:-1]))
+    # beta's checkpoint forged by another key, naming a head beyond its log:
+    # ignored, as at startup, and beta copied.
+    forged = signed_checkpoint("beta", Head(99, "ab" * 32), Signer(b"\x05" * 32))
+    (root / "checkpoints" / "beta.checkpoint").write_bytes(forged)
+    done = migrate(root, postgres_dsn)
+    assert done.returncode == 1
+    seq = len(lines) - 1
+    assert f"refused: alpha: line {seq + 1} (seq {seq}): truncated before checkpoint" in done.stdout
+    assert "beta: ignoring its checkpoint: it has no signature by the key guardd" in done.stdout
+    assert "migrated 2 agents" in done.stdout
+    assert store_lines(postgres_dsn, "beta") != []
