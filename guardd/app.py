@@ -1,11 +1,13 @@
 """The HTTP API: builds the app around a Guard. The routes are blueprints in
-guardd.routes (one module per resource); handlers only parse, authenticate,
-forward one command to the agent's actor and map the reply; errors are
-answered by guardd.errors."""
+guardd.routes (one module per resource), each route declared as an endpoint
+(guardd.endpoints) that is authenticated, parsed and handed to it; a route
+forwards one command to the agent's actor and answers its reply; errors are
+answered by guardd.errors. ``document()`` is the service's OpenAPI document."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any
 
 from quart import Quart, Response, g, request
 from quart.sessions import NullSession, SecureCookieSessionInterface, SessionMixin
@@ -15,10 +17,31 @@ from guardd.errors import register_error_handlers
 from guardd.jsonio import MAX_BODY, SECURITY_HEADERS
 from guardd.limits import BODY_DEADLINE, Limits
 from guardd.metrics import Metrics, TimedQuart
+from guardd.openapi import document as openapi_document
 from guardd.routes import actions, agents, console, grants, log, meta
-from guardd.routes.common import Guard, Service
+from guardd.routes.common import Guard, Service, ServiceBlueprint
 
-__all__ = ["Guard", "NoSessions", "create_app"]
+__all__ = ["BLUEPRINTS", "Guard", "NoSessions", "create_app", "document"]
+
+# Every blueprint of the service, in the order the app registers them; the
+# metrics' own last, and only when metrics are on.
+BLUEPRINTS: tuple[ServiceBlueprint, ...] = (
+    meta.blueprint,
+    console.blueprint,
+    agents.blueprint,
+    actions.blueprint,
+    grants.blueprint,
+    log.blueprint,
+    meta.metrics_blueprint,
+)
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document of the whole service (metrics on): what
+    ``GET /v1/openapi.json`` serves, built from every endpoint's declaration."""
+    return openapi_document(
+        declared for blueprint in BLUEPRINTS for declared in blueprint.declared.values()
+    )
 
 
 class NoSessions(SecureCookieSessionInterface):
@@ -74,10 +97,9 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
             response.headers["Connection"] = "close"
         return response
 
-    for module in (meta, console, agents, actions, grants, log):
-        app.register_blueprint(module.blueprint, service=service)
-    if meter is not None:
-        app.register_blueprint(meta.metrics_blueprint, service=service)
+    for blueprint in BLUEPRINTS:
+        if blueprint is not meta.metrics_blueprint or meter is not None:
+            app.register_blueprint(blueprint, service=service)
     return app
 
 

@@ -1,6 +1,13 @@
 """Request bodies: plain attrs models, structured strictly at the edge by one
 private cattrs converter. Unknown keys, wrong types and out-of-range values
-are a 400 whose message names the key path."""
+are a 400 whose message names the key path.
+
+Each endpoint names its body model (``guardd.endpoints``); ``PARSERS`` says
+which function turns the JSON into what the route is handed: the model
+itself (``parse_body``), or, for the policy, the core's ``Policy``. The
+models' field types are ``guardd.wire``'s, which ``guardd.openapi`` also
+documents: the document's request bodies are these classes.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, NewType, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import attrs
 import cattrs
@@ -25,53 +32,98 @@ from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import MAX_SAFE_INT
 from agents_runtime.log.record import timestamp
 from guardd.errors import BadRequest
+from guardd.wire import (
+    AgentId,
+    Count,
+    InputMatch,
+    Name,
+    Operator,
+    Positive,
+    Seconds,
+    Text,
+    Timestamp,
+    Tool,
+    doc,
+    optional,
+)
 
-Name = NewType("Name", str)  # who: approver, operator (1-128 characters)
-Operator = NewType("Operator", str)  # a Name other than "system"
-Text = NewType("Text", str)  # reasons and notes (1-4096 characters)
-Tool = NewType("Tool", str)
-AgentId = NewType("AgentId", str)
-Count = NewType("Count", int)  # a whole number from 1
-Seconds = NewType("Seconds", Decimal)  # a positive duration
-Timestamp = NewType("Timestamp", str)  # ISO 8601 with an offset, as a record ts (UTC)
-InputMatch = NewType("InputMatch", dict)  # type: ignore[type-arg]
 MAX_GRANT_SECS = 10 * 366 * 24 * 3600  # ten years: beyond that, say so with a policy
 
 MAX_NAME = 128
 MAX_TEXT = 4096
 
 
-# What guardd.openapi reads off a field, beside its type: its description,
-# and a component schema to name in place of the type's (the policy, whose
-# strict parser lives in the core).
-DESCRIPTION = "description"
-COMPONENT = "component"
+# -- the policy: parsed by the core's strict parser; these say what it takes ------
+# (a test holds their fields to the core's Policy, ToolRule and RateLimit).
 
 
-def _doc(description: str) -> dict[str, str]:
-    return {DESCRIPTION: description}
+@attrs.frozen(kw_only=True)
+class ToolRuleBody:
+    """A tool rule. Every key is optional."""
+
+    cost: Money = optional("The tool's minimum charge (default 0).")
+    requires_approval: bool = optional(
+        "When true every call is held for an operator (default false)."
+    )
+    max_calls: Count | None = optional("Lifetime cap on allowed calls.")
+    approval_timeout_secs: Positive | None = optional(
+        "Seconds a held call of this tool may wait for an operator before it "
+        "expires; overrides the policy's `approval_timeout_secs`."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class RateLimitBody:
+    """At most `max_actions` allowed actions within the trailing window."""
+
+    max_actions: Count = doc("Allowed actions (all tools) per window.")
+    window_secs: Positive = doc("The trailing window in seconds.")
+
+
+@attrs.frozen(kw_only=True)
+class PolicyBody:
+    """An agent's policy. `default` is the rule for any tool not in `tools` (null
+    or absent: such tools are denied `tool_not_allowed`); its `max_calls` counts
+    per tool name. Unknown keys anywhere are 400 `bad_request` naming the key, so
+    a typo is never silently ignored."""
+
+    budget: Money = doc("Total credits the agent may spend.")
+    scar_limit: Positive = doc("Scar score at which the agent is terminated.")
+    tools: dict[Tool, ToolRuleBody] = doc(
+        f"Tool name (1 to {MAX_TOOL_NAME} characters) to its rule."
+    )
+    default: ToolRuleBody | None = None
+    rate_limit: RateLimitBody | None = None
+    approval_timeout_secs: Positive | None = optional(
+        "Seconds a held action may wait for an operator, counted from its "
+        "`approval_required` record, before it expires (denied `approval_expired`). "
+        "Absent or null: it waits for ever."
+    )
 
 
 @attrs.frozen
 class CreateAgent:
     agent_id: AgentId
-    policy: Any = attrs.field(metadata={COMPONENT: "Policy"})
+    policy: PolicyBody
+
+
+class NewAgent(NamedTuple):
+    """What ``POST /v1/agents`` hands its route: the ID and the policy, parsed."""
+
+    agent_id: str
+    policy: Policy
 
 
 @attrs.frozen
 class ActionRequest:
     tool: Tool
-    input: Any = attrs.field(
-        default=None, metadata=_doc("Any JSON value (default null), recorded verbatim.")
-    )
-    cost: Money | None = attrs.field(
-        default=None, metadata=_doc("The requested charge (default 0).")
-    )
+    input: Any = optional("Any JSON value (default null), recorded verbatim.")
+    cost: Money | None = optional("The requested charge (default 0).")
 
 
 @attrs.frozen
 class OutcomeReport:
-    status: Outcome = attrs.field(metadata=_doc("`harmful` needs the admin token."))
+    status: Outcome = doc("`harmful` needs the admin token.")
     detail: Text | None = None
 
 
@@ -97,24 +149,17 @@ class CancelBody:
 class ScarBody:
     severity: Severity
     reason: Text
-    action_id: str | None = attrs.field(
-        default=None, metadata=_doc("Must name an existing action.")
-    )
-    by: Operator | None = attrs.field(
-        default=None,
-        metadata=_doc(
-            "The operator, logged as the scar record's `by` (`operator` when absent); "
-            '"system" is reserved for the service.'
-        ),
+    action_id: str | None = optional("Must name an existing action.")
+    by: Operator | None = optional(
+        "The operator, logged as the scar record's `by` (`operator` when absent); "
+        '"system" is reserved for the service.'
     )
 
 
 @attrs.frozen
 class TerminateBody:
     reason: Text
-    by: Operator = attrs.field(
-        metadata=_doc('Who terminates; "system" is reserved for the service.')
-    )
+    by: Operator = doc('Who terminates; "system" is reserved for the service.')
 
 
 @attrs.frozen
@@ -123,22 +168,14 @@ class GrantBody:
     (`ttl_secs`, `expires_at`); otherwise 400."""
 
     tool: Tool
-    by: Operator = attrs.field(metadata=_doc("The operator who grants."))
+    by: Operator = doc("The operator who grants.")
     note: Text | None = None
-    max_calls: Count | None = attrs.field(
-        default=None, metadata=_doc("Calls the grant allows at most.")
-    )
-    max_cost: Money | None = attrs.field(
-        default=None, metadata=_doc("Budget the grant's calls may spend at most.")
-    )
-    ttl_secs: Seconds | None = attrs.field(
-        default=None, metadata=_doc("Seconds from now until the grant expires.")
-    )
-    expires_at: Timestamp | None = attrs.field(
-        default=None, metadata=_doc("When it expires (future).")
-    )
-    input_match: InputMatch | None = attrs.field(
-        default=None, metadata=_doc("Exact values the call's input must hold at these keys.")
+    max_calls: Count | None = optional("Calls the grant allows at most.")
+    max_cost: Money | None = optional("Budget the grant's calls may spend at most.")
+    ttl_secs: Seconds | None = optional("Seconds from now until the grant expires.")
+    expires_at: Timestamp | None = optional("When it expires (future).")
+    input_match: InputMatch | None = optional(
+        "Exact values the call's input must hold at these keys."
     )
 
 
@@ -296,20 +333,42 @@ _converter.register_structure_hook(Decimal, lambda v, _: to_money(v))
 for _choices in (Outcome, Severity):
     _converter.register_structure_hook(_choices, _choice)
 _converter.register_structure_hook(Any, lambda v, _: v)
-for _cls in (
-    CreateAgent,
-    ActionRequest,
-    OutcomeReport,
-    ApproveBody,
-    RejectBody,
-    CancelBody,
-    ScarBody,
-    TerminateBody,
-    GrantBody,
-    RevokeGrantBody,
-):
-    _hook = _converter.gen_structure_attrs_fromdict(_cls)
-    _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_object(v), t))
+# A policy inside a body stays JSON here: parse_create_agent hands it to the
+# core's strict parser, whose messages name their own key paths.
+_converter.register_structure_hook(PolicyBody, lambda v, _: v)
+
+# The request bodies, under the names the OpenAPI document gives them.
+BODIES: dict[str, type[Any]] = {
+    "CreateAgent": CreateAgent,
+    "ActionRequest": ActionRequest,
+    "OutcomeReport": OutcomeReport,
+    "Approve": ApproveBody,
+    "Cancel": CancelBody,
+    "Reject": RejectBody,
+    "AddScar": ScarBody,
+    "Terminate": TerminateBody,
+    "IssueGrant": GrantBody,
+    "RevokeGrant": RevokeGrantBody,
+    "Policy": PolicyBody,
+}
+# Every model of this module by its document name: the bodies and the
+# policy's parts.
+NAMES: dict[type[Any], str] = {
+    **{model: name for name, model in BODIES.items()},
+    ToolRuleBody: "ToolRule",
+    RateLimitBody: "RateLimit",
+}
+
+
+def _strict(model: type[Any]) -> Callable[[Any, Any], Any]:
+    """The structure hook of a body model: an object of its fields, nothing else."""
+    fields = _converter.gen_structure_attrs_fromdict(model)
+    return lambda value, type_: fields(_object(value), type_)
+
+
+for _model in BODIES.values():
+    if _model is not PolicyBody:
+        _converter.register_structure_hook(_model, _strict(_model))
 
 T = TypeVar("T")
 
@@ -348,3 +407,28 @@ def parse_policy_body(value: Any, path: str = "$") -> Policy:
         if found is not None:
             raise BadRequest(f"{path}.tools: tool names must not contain {found}")
     return policy
+
+
+def parse_create_agent(value: Any) -> NewAgent:
+    """A new agent's body: its ID, then its policy (errors name ``$.policy...``)."""
+    body = parse_body(value, CreateAgent)
+    return NewAgent(body.agent_id, parse_policy_body(body.policy, "$.policy"))
+
+
+# What turns each body into what its route is handed; any other body model is
+# structured as itself by parse_body.
+PARSERS: dict[type[Any], Callable[[Any], Any]] = {
+    CreateAgent: parse_create_agent,
+    GrantBody: parse_grant_body,
+    PolicyBody: parse_policy_body,
+}
+
+
+def parser(model: type[Any]) -> Callable[[Any], Any]:
+    """The function that parses a body of ``model``."""
+    special = PARSERS.get(model)
+    if special is not None:
+        return special
+    if model not in NAMES:
+        raise TypeError(f"{model.__name__} is not a body model of guardd.bodies")
+    return lambda value: parse_body(value, model)

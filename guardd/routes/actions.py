@@ -6,43 +6,62 @@ from __future__ import annotations
 
 import asyncio
 
-from quart import Response, request
+from quart import Response
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.vocabulary import ActionStatus
-from guardd import bodies
-from guardd.errors import BadRequest
-from guardd.jsonio import json_response, read_json
-from guardd.routes.common import MAX_IDEMPOTENCY_KEY, Service, ServiceBlueprint, agent, wait_param
+from agents_runtime.runtime.actor import AgentRef
+from guardd import bodies, replies
+from guardd.auth import Caller
+from guardd.endpoints import ADMIN, AGENT, IDEMPOTENCY_KEY, WAIT, Reply
+from guardd.jsonio import json_response
+from guardd.routes.common import Service, ServiceBlueprint, decision_response
 
-blueprint = ServiceBlueprint("actions", __name__)
+blueprint = ServiceBlueprint("actions", __name__, tag="agents")
 
-
-@blueprint.post("/v1/agents/<agent_id>/actions")
-async def request_action(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id)
-    # getlist, unlike get, finds no key without raising and catching an error.
-    keys = request.headers.getlist("Idempotency-Key")
-    key = idempotency_key(keys) if keys else None
-    body = bodies.parse_body(await read_json(), bodies.ActionRequest)
-    command = c.RequestAction(body.tool, body.input, body.cost, key)
-    reply = await ref.ask(command)
-    meter = service.meter
-    if meter is not None:
-        meter.decision(reply)
-    return json_response(reply)
+_PENDING_ONLY = "409 `invalid_state` unless the action is pending."
 
 
-@blueprint.get("/v1/agents/<agent_id>/actions/pending")
-async def pending(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/actions",
+    "Ask permission for a tool action",
+    caller=AGENT,
+    headers=(IDEMPOTENCY_KEY,),
+    body=bodies.ActionRequest,
+    reply=Reply(replies.Decision, "The decision; a denial is a 200 too."),
+    writes=True,
+    errors=("idempotency_conflict",),
+    description="The charge is the larger of `cost` and the tool's minimum. "
+    "A 400 uses no action ID and writes nothing.",
+)
+async def request_action(
+    service: Service, ref: AgentRef, idempotency_key: str | None, body: bodies.ActionRequest
+) -> Response:
+    command = c.RequestAction(body.tool, body.input, body.cost, idempotency_key)
+    return decision_response(service, await ref.ask(command))
+
+
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>/actions/pending",
+    "Actions waiting for an operator",
+    caller=ADMIN,
+    reply=Reply(replies.PendingList, "Oldest first."),
+)
+async def pending(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.ListPending()))
 
 
-@blueprint.get("/v1/agents/<agent_id>/actions/<action_id>")
-async def get_action(service: Service, agent_id: str, action_id: str) -> Response:
-    _, ref = agent(service, agent_id)
-    wait = wait_param(request.args.get("wait"))
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>/actions/<action_id>",
+    "An action (poll while pending)",
+    caller=AGENT,
+    query=(WAIT,),
+    reply=Reply(replies.Action, "The action."),
+)
+async def get_action(service: Service, ref: AgentRef, action_id: str, wait: float) -> Response:
     action = await ref.ask(c.GetAction(action_id))
     if not wait or action["status"] != ActionStatus.PENDING_APPROVAL:
         return json_response(action)
@@ -65,52 +84,77 @@ async def get_action(service: Service, agent_id: str, action_id: str) -> Respons
     return json_response(action)
 
 
-@blueprint.post("/v1/agents/<agent_id>/actions/<action_id>/outcome")
-async def outcome(service: Service, agent_id: str, action_id: str) -> Response:
-    who, ref = agent(service, agent_id)
-    body = bodies.parse_body(await read_json(), bodies.OutcomeReport)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/actions/<action_id>/outcome",
+    "Report the outcome of an allowed action",
+    caller=AGENT,
+    body=bodies.OutcomeReport,
+    reply=Reply(replies.AgentStatus, "The agent's status after the step."),
+    writes=True,
+    errors=("invalid_state",),
+    description="`harmful` is admin only (403). Exactly one outcome per allowed action; "
+    "otherwise 409 `invalid_state`.",
+)
+async def outcome(
+    service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.OutcomeReport
+) -> Response:
     command = c.ReportOutcome(action_id, body.status, who.role, body.detail)
     return json_response(await ref.ask(command))
 
 
-@blueprint.post("/v1/agents/<agent_id>/actions/<action_id>/approve")
-async def approve(service: Service, agent_id: str, action_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    body = bodies.parse_body(await read_json(), bodies.ApproveBody)
-    reply = await ref.ask(c.Approve(action_id, body.approver, body.note))
-    meter = service.meter
-    if meter is not None:
-        meter.decision(reply)
-    return json_response(reply)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/actions/<action_id>/approve",
+    "Approve a pending action (re-runs every check)",
+    caller=ADMIN,
+    body=bodies.ApproveBody,
+    reply=Reply(
+        replies.AllowedDecision | replies.DeniedDecision,
+        "`allowed`, or `denied` if a check now fails.",
+    ),
+    writes=True,
+    errors=("invalid_state",),
+    description=_PENDING_ONLY,
+)
+async def approve(
+    service: Service, ref: AgentRef, action_id: str, body: bodies.ApproveBody
+) -> Response:
+    return decision_response(service, await ref.ask(c.Approve(action_id, body.approver, body.note)))
 
 
-@blueprint.post("/v1/agents/<agent_id>/actions/<action_id>/reject")
-async def reject(service: Service, agent_id: str, action_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    body = bodies.parse_body(await read_json(), bodies.RejectBody)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/actions/<action_id>/reject",
+    "Reject a pending action",
+    caller=ADMIN,
+    body=bodies.RejectBody,
+    reply=Reply(replies.DeniedDecision, "Denied with reason code `rejected`."),
+    writes=True,
+    errors=("invalid_state",),
+    description=_PENDING_ONLY,
+)
+async def reject(
+    service: Service, ref: AgentRef, action_id: str, body: bodies.RejectBody
+) -> Response:
     command = c.Reject(action_id, body.approver, body.reason, body.scar)
-    reply = await ref.ask(command)
-    meter = service.meter
-    if meter is not None:
-        meter.decision(reply)
-    return json_response(reply)
+    return decision_response(service, await ref.ask(command))
 
 
-@blueprint.post("/v1/agents/<agent_id>/actions/<action_id>/cancel")
-async def cancel(service: Service, agent_id: str, action_id: str) -> Response:
-    who, ref = agent(service, agent_id)
-    body = bodies.parse_body(await read_json(), bodies.CancelBody)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/actions/<action_id>/cancel",
+    "Withdraw a pending action",
+    caller=AGENT,
+    body=bodies.CancelBody,
+    reply=Reply(replies.Action, "The action, now `cancelled`."),
+    writes=True,
+    errors=("invalid_state",),
+    description="Writes `action_cancelled`: never charged, no scar, long-polls answer at "
+    "once. 409 `invalid_state` unless the action is pending; an approve or reject "
+    "afterwards is 409 too, saying when it was cancelled.",
+)
+async def cancel(
+    service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.CancelBody
+) -> Response:
     return json_response(await ref.ask(c.Cancel(action_id, who.role, body.reason)))
-
-
-def idempotency_key(keys: list[str]) -> str:
-    if len(keys) > 1:
-        # Which one would the repeat be matched on? Neither: refuse.
-        raise BadRequest("one Idempotency-Key header at most")
-    key = keys[0]
-    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
-        raise BadRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters")
-    # Header bytes arrive decoded as Latin-1, so a non-ASCII byte is a char above 127.
-    if not (key.isascii() and key.isprintable()):
-        raise BadRequest("Idempotency-Key must be printable ASCII (no tab, no other bytes)")
-    return key

@@ -6,66 +6,124 @@ from __future__ import annotations
 from quart import Response
 
 from agents_runtime.core import commands as c
+from agents_runtime.core.policy import Policy
 from agents_runtime.log.keys import agent_token
-from guardd import bodies
-from guardd.auth import require_admin
-from guardd.jsonio import json_response, read_json
-from guardd.routes.common import Service, ServiceBlueprint, agent, caller
+from agents_runtime.runtime.actor import AgentRef
+from guardd import bodies, replies, views
+from guardd.endpoints import ADMIN, AGENT, Reply
+from guardd.jsonio import json_response
+from guardd.routes.common import Service, ServiceBlueprint
 
-blueprint = ServiceBlueprint("agents", __name__)
+blueprint = ServiceBlueprint("agents", __name__, tag="agents")
+
+_AFTER = "The agent's status after the step."
 
 
-@blueprint.post("/v1/agents")
-async def create_agent(service: Service) -> Response:
-    require_admin(caller(service))
-    body = bodies.parse_body(await read_json(), bodies.CreateAgent)
-    policy = bodies.parse_policy_body(body.policy, "$.policy")
-    status = await service.guard.registry.create(body.agent_id, policy)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents",
+    "Create an agent with its policy",
+    caller=ADMIN,
+    body=bodies.CreateAgent,
+    reply=Reply(replies.CreatedAgent, "Created: the agent's status and its token.", status=201),
+    writes=True,
+    errors=("agent_exists",),
+)
+async def create_agent(service: Service, body: bodies.NewAgent) -> Response:
+    status = await service.guard.registry.create(body.agent_id, body.policy)
     token = agent_token(service.guard.ring.token_key, body.agent_id)
-    return json_response({"agent": status, "token": token}, 201)
+    return json_response(views.created_agent(status, token), 201)
 
 
-@blueprint.get("/v1/agents")
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents",
+    "List every agent",
+    caller=ADMIN,
+    reply=Reply(replies.AgentList, "Active and quarantined agents, sorted by ID."),
+)
 async def list_agents(service: Service) -> Response:
-    require_admin(caller(service))
-    return json_response({"agents": await service.guard.registry.list()})
+    return json_response(views.agent_list(await service.guard.registry.list()))
 
 
-@blueprint.get("/v1/agents/<agent_id>")
-async def agent_status(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id)
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>",
+    "An agent's status",
+    caller=AGENT,
+    reply=Reply(replies.AgentStatus, "The status."),
+)
+async def agent_status(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.GetStatus()))
 
 
-@blueprint.get("/v1/agents/<agent_id>/token")
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>/token",
+    "Re-issue the agent's token",
+    caller=ADMIN,
+    reply=Reply(replies.Token, "The token."),
+)
 async def reissue_token(service: Service, agent_id: str) -> Response:
-    agent(service, agent_id, admin_only=True)
-    return json_response({"token": agent_token(service.guard.ring.token_key, agent_id)})
+    return json_response(views.token(agent_token(service.guard.ring.token_key, agent_id)))
 
 
-@blueprint.get("/v1/agents/<agent_id>/policy")
-async def get_policy(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id)
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>/policy",
+    "The agent's policy in force",
+    caller=AGENT,
+    reply=Reply(
+        replies.PolicyInForce,
+        "The policy with every default filled in, as its last `policy` record has it.",
+    ),
+    description="Also for a terminated agent.",
+)
+async def get_policy(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.GetPolicy()))
 
 
-@blueprint.put("/v1/agents/<agent_id>/policy")
-async def set_policy(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    policy = bodies.parse_policy_body(await read_json())
-    return json_response(await ref.ask(c.SetPolicy(policy)))
+@blueprint.endpoint(
+    "PUT",
+    "/v1/agents/<agent_id>/policy",
+    "Replace a live agent's policy",
+    caller=ADMIN,
+    body=bodies.PolicyBody,
+    reply=Reply(replies.AgentStatus, _AFTER),
+    writes=True,
+    errors=("invalid_state",),
+    description="Writes a `policy` record; a terminated agent is 409 `invalid_state` "
+    "(termination is permanent).",
+)
+async def set_policy(service: Service, ref: AgentRef, body: Policy) -> Response:
+    return json_response(await ref.ask(c.SetPolicy(body)))
 
 
-@blueprint.post("/v1/agents/<agent_id>/scars")
-async def add_scar(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    body = bodies.parse_body(await read_json(), bodies.ScarBody)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/scars",
+    "Add a scar",
+    caller=ADMIN,
+    body=bodies.ScarBody,
+    reply=Reply(replies.AgentStatus, _AFTER),
+    writes=True,
+    errors=("unknown_action",),
+    description="An `action_id` that does not exist is 404 `unknown_action`.",
+)
+async def add_scar(service: Service, ref: AgentRef, body: bodies.ScarBody) -> Response:
     command = c.AddScar(body.severity, body.reason, body.action_id, body.by)
     return json_response(await ref.ask(command))
 
 
-@blueprint.post("/v1/agents/<agent_id>/terminate")
-async def terminate(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    body = bodies.parse_body(await read_json(), bodies.TerminateBody)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/terminate",
+    "Terminate the agent (permanent)",
+    caller=ADMIN,
+    body=bodies.TerminateBody,
+    reply=Reply(replies.AgentStatus, _AFTER),
+    writes=True,
+    errors=("already_terminated",),
+)
+async def terminate(service: Service, ref: AgentRef, body: bodies.TerminateBody) -> Response:
     return json_response(await ref.ask(c.Terminate(body.reason, body.by)))

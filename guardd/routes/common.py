@@ -1,39 +1,46 @@
-"""What the routes of guardd share: the service they act for, the blueprint
-that hands it to them, who is calling, and the parsers of query parameters.
+"""What the routes of guardd share: the service they act for, and the
+blueprint that declares each endpoint and hands a route what it declared.
 
-Each view takes the app's ``Service`` as its first argument. ``ServiceBlueprint``
-binds it once, when the blueprint is registered
-(``app.register_blueprint(blueprint, service=service)``), with
-``functools.partial``: a request then finds the service as cheaply as a
-closure would, with no lookup of ``current_app`` on the decision path, and a
-test can build an app with one blueprint around a service of its own.
+A route is declared with ``@blueprint.endpoint(...)`` (``guardd.endpoints``
+says what a declaration holds) and takes the app's ``Service`` as its first
+argument, then what it names among:
+
+- ``who``: the caller (``guardd.auth.Caller``), from the Authorization header;
+- ``ref``: the ``AgentRef`` of the agent its path names, found once the
+  caller may act on it;
+- the path's own parameters (``agent_id``, ``action_id``, ...);
+- each declared query parameter and header, parsed (``wait``,
+  ``idempotency_key``, ...);
+- ``body``: the declared body, parsed (``guardd.bodies.parser``).
+
+``ServiceBlueprint`` binds each route to the service once, when the blueprint
+is registered (``app.register_blueprint(blueprint, service=service)``): a
+request then finds the service as cheaply as a closure would, with no lookup
+of ``current_app`` on the decision path, and a test can build an app with one
+blueprint around a service of its own. The bound function authenticates from
+the headers before anything else and reads the body last, so that a refusal
+goes before the body has arrived (docs/design.md, "Hostile clients").
 """
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
-from quart import Blueprint, request
+from quart import Blueprint, Response, request
 from quart.blueprints import BlueprintSetupState
 
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.keys import KeyRing
-from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
-from guardd.auth import Authenticator, Caller, require_admin, require_agent_or_admin
-from guardd.errors import BadRequest
+from guardd import bodies
+from guardd.auth import Authenticator, require_admin, require_agent_or_admin
+from guardd.endpoints import ADMIN, AGENT, PUBLIC, Access, Endpoint, Header, Query, Reply
+from guardd.jsonio import json_response, read_json
 from guardd.metrics import Metrics
 from guardd.readiness import Readiness
-
-# What the routes accept; guardd.openapi documents the same numbers.
-MAX_WAIT = 60  # seconds a long-poll may wait
-LOG_LIMIT_DEFAULT = 500  # records a log read returns unless told
-LOG_LIMIT_MAX = 5000  # a larger limit counts as this
-MAX_IDEMPOTENCY_KEY = 128  # characters
 
 
 @attrs.define
@@ -59,11 +66,13 @@ def _readiness(service: Service) -> Readiness:
 @attrs.frozen
 class Service:
     """What one app's views act for: the Guard, the app's metrics (None when
-    they are off) and its readiness."""
+    they are off), its readiness and its endpoints."""
 
     guard: Guard
     meter: Metrics | None = None
     readiness: Readiness = attrs.field(default=attrs.Factory(_readiness, takes_self=True))
+    # The endpoints registered for it, in order: what its OpenAPI document lists.
+    endpoints: list[Endpoint] = attrs.field(factory=list, eq=False, repr=False)
 
 
 class _BindingSetupState(BlueprintSetupState):
@@ -78,58 +87,147 @@ class _BindingSetupState(BlueprintSetupState):
             service = self.options.get("service")
             if not isinstance(service, Service):
                 raise TypeError(f"register blueprint {self.name!r} with service=<a guardd Service>")
-            endpoint = endpoint or view_func.__name__  # a partial has no name
-            view_func = functools.partial(view_func, service)
+            assert isinstance(self.blueprint, ServiceBlueprint)
+            declared = self.blueprint.declared[view_func]
+            service.endpoints.append(declared)
+            endpoint = endpoint or view_func.__name__
+            view_func = bind(declared, service)
         super().add_url_rule(rule, endpoint, view_func, **options)
 
 
 class ServiceBlueprint(Blueprint):
-    """A blueprint whose views take the ``Service`` given at registration as
-    their first argument."""
+    """A blueprint of declared endpoints, each bound to the ``Service`` given
+    at registration. ``tag`` groups its endpoints in the document."""
+
+    def __init__(self, name: str, import_name: str, *, tag: str) -> None:
+        super().__init__(name, import_name)
+        self.tag = tag
+        self.declared: dict[Callable[..., Any], Endpoint] = {}
 
     def make_setup_state(
         self, app: Any, options: dict[str, Any], first_registration: bool = False
     ) -> BlueprintSetupState:
         return _BindingSetupState(self, app, options, first_registration)
 
+    def endpoint(  # type: ignore[override]  # Blueprint.endpoint names a view; this declares one
+        self,
+        method: str,
+        rule: str,
+        summary: str,
+        *,
+        caller: Access,
+        reply: Reply,
+        body: type[Any] | None = None,
+        query: tuple[Query, ...] = (),
+        headers: tuple[Header, ...] = (),
+        errors: tuple[str, ...] = (),
+        writes: bool = False,
+        description: str | None = None,
+    ) -> Callable[[Callable[..., Awaitable[Response]]], Callable[..., Awaitable[Response]]]:
+        """Declare the route below as an endpoint (``guardd.endpoints.Endpoint``)."""
 
-def caller(service: Service) -> Caller:
-    return service.guard.auth.caller(request.headers.get("Authorization"))
+        def declare(
+            view: Callable[..., Awaitable[Response]],
+        ) -> Callable[..., Awaitable[Response]]:
+            declared = Endpoint(
+                method=method,
+                rule=rule,
+                summary=summary,
+                caller=caller,
+                reply=reply,
+                view=view,
+                tag=self.tag,
+                body=body,
+                query=query,
+                headers=headers,
+                errors=errors,
+                writes=writes,
+                description=description,
+            )
+            arguments(declared)  # a route that cannot take what it declares fails here
+            self.declared[view] = declared
+            self.add_url_rule(rule, view.__name__, view, methods=[method])
+            return view
+
+        return declare
 
 
-def agent(service: Service, agent_id: str, *, admin_only: bool = False) -> tuple[Caller, AgentRef]:
-    """The caller, checked against the agent's path, and the agent's actor."""
-    who = caller(service)
-    if admin_only:
-        require_admin(who)
-    else:
-        require_agent_or_admin(who, agent_id)
-    return who, service.guard.registry.ref(agent_id)
+def arguments(declared: Endpoint) -> frozenset[str]:
+    """The names the route of ``declared`` takes after ``service``; TypeError
+    unless it takes exactly what its declaration hands it."""
+    name = declared.view.__name__
+    params = list(inspect.signature(declared.view).parameters)
+    if not params or params[0] != "service":
+        raise TypeError(f"{name}: a route takes the service first")
+    taken = frozenset(params[1:])
+    given = {*declared.path_params, *(q.arg for q in declared.query)}
+    given |= {h.arg for h in declared.headers}
+    if declared.body is not None:
+        given.add("body")
+    if declared.caller is not PUBLIC:
+        given.add("who")
+    if declared.on_agent:
+        given.add("ref")
+    if declared.caller is AGENT and not declared.on_agent:
+        raise TypeError(f"{name}: an agent's own token needs a path that names the agent")
+    optional = {"who", "ref", "agent_id"}
+    if taken - given:
+        raise TypeError(f"{name}: nothing hands it {sorted(taken - given)}")
+    if given - optional - taken:
+        raise TypeError(f"{name}: it must take {sorted(given - optional - taken)}")
+    return taken
 
 
-_INTEGER = re.compile(r"-?[0-9]+")
-_NUMBER = re.compile(r"-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Response]]:
+    """What Quart calls for ``declared`` on ``service``: the caller from the
+    headers, their right to this path, the agent, the query and headers,
+    then the body, each handed to the route under its name."""
+    view = declared.view
+    taken = arguments(declared)
+    authenticate = service.guard.auth.caller
+    find = service.guard.registry.ref
+    token = declared.caller is not PUBLIC
+    admin_only = declared.caller is ADMIN
+    on_agent = declared.on_agent
+    give_who = "who" in taken
+    give_ref = "ref" in taken
+    keep_agent_id = "agent_id" in taken
+    query = declared.query
+    headers = declared.headers
+    parse = None if declared.body is None else bodies.parser(declared.body)
+
+    async def endpoint(**args: Any) -> Response:
+        if token:
+            who = authenticate(request.headers.get("Authorization"))
+            if on_agent:
+                agent_id = args["agent_id"] if keep_agent_id else args.pop("agent_id")
+                if admin_only:
+                    require_admin(who)
+                else:
+                    require_agent_or_admin(who, agent_id)
+                ref = find(agent_id)  # 404, or 503 quarantined
+                if give_ref:
+                    args["ref"] = ref
+            else:
+                require_admin(who)
+            if give_who:
+                args["who"] = who
+        for param in query:
+            args[param.arg] = param.parse(request.args.get(param.name))
+        for header in headers:
+            args[header.arg] = header.parse(request.headers.getlist(header.name))
+        if parse is not None:
+            args["body"] = parse(await read_json())  # last: a refusal goes before it arrives
+        response: Response = await view(service, **args)
+        return response
+
+    endpoint.__name__ = declared.view.__name__
+    return endpoint
 
 
-def wait_param(text: str | None) -> float:
-    if text is None:
-        return 0.0
-    # float() alone would also take " 5", "1_0" and non-ASCII digits such as "٥".
-    wait = float(text) if _NUMBER.fullmatch(text) else -1.0
-    if not 0 <= wait <= MAX_WAIT:  # also false for NaN
-        raise BadRequest(f"wait must be a number of seconds from 0 to {MAX_WAIT}")
-    return wait
-
-
-def int_param(name: str, text: str | None, *, default: int, minimum: int) -> int:
-    if text is None:
-        return default
-    try:
-        if not _INTEGER.fullmatch(text):  # int() alone takes " 5", "1_0", "٥"
-            raise ValueError(text)
-        value = int(text)  # ValueError past 4300 digits too
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer") from None
-    if value < minimum:
-        raise BadRequest(f"{name} must be at least {minimum}")
-    return value
+def decision_response(service: Service, reply: dict[str, Any]) -> Response:
+    """A decision (a request's, an approval's or a rejection's), counted."""
+    meter = service.meter
+    if meter is not None:
+        meter.decision(reply)
+    return json_response(reply)

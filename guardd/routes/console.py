@@ -7,6 +7,7 @@ from pathlib import Path
 from quart import Response
 
 import console
+from guardd.endpoints import PUBLIC, Reply
 from guardd.errors import ApiNotFound
 from guardd.routes.common import Service, ServiceBlueprint
 
@@ -21,15 +22,32 @@ CONSOLE_TYPES = {
     ".svg": "image/svg+xml",
 }
 
-blueprint = ServiceBlueprint("console", __name__)
+blueprint = ServiceBlueprint("console", __name__, tag="console")
 
 
-@blueprint.get("/")
+@blueprint.endpoint(
+    "GET",
+    "/",
+    "The operator console",
+    caller=PUBLIC,
+    reply=Reply(str, "A static page.", media=("text/html",)),
+)
 async def console_index(service: Service) -> Response:
     return console_file("index.html")
 
 
-@blueprint.get("/console/<name>")
+@blueprint.endpoint(
+    "GET",
+    "/console/<name>",
+    "A static file of the console",
+    caller=PUBLIC,
+    reply=Reply(
+        str,
+        "The file.",
+        media=tuple(dict.fromkeys(kind.split(";")[0] for kind in CONSOLE_TYPES.values())),
+    ),
+    errors=("not_found",),
+)
 async def console_asset(service: Service, name: str) -> Response:
     return console_file(name)
 

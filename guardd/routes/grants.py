@@ -5,17 +5,29 @@ from __future__ import annotations
 from quart import Response
 
 from agents_runtime.core import commands as c
-from guardd import bodies
-from guardd.jsonio import json_response, read_json
-from guardd.routes.common import Service, ServiceBlueprint, agent
+from agents_runtime.runtime.actor import AgentRef
+from guardd import bodies, replies
+from guardd.endpoints import ADMIN, Reply
+from guardd.jsonio import json_response
+from guardd.routes.common import Service, ServiceBlueprint
 
-blueprint = ServiceBlueprint("grants", __name__)
+blueprint = ServiceBlueprint("grants", __name__, tag="agents")
 
 
-@blueprint.post("/v1/agents/<agent_id>/grants")
-async def issue_grant(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    body = bodies.parse_grant_body(await read_json())
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/grants",
+    "Grant approval for a bounded stream of calls",
+    caller=ADMIN,
+    body=bodies.GrantBody,
+    reply=Reply(replies.Grant, "The grant.", status=201),
+    writes=True,
+    errors=("invalid_state",),
+    description="Writes `grant_issued`. A request the policy would hold for approval "
+    "that matches an unexpired grant with room left is allowed at once, its "
+    "`action_allowed` naming the grant. 409 `invalid_state` when the agent is terminated.",
+)
+async def issue_grant(service: Service, ref: AgentRef, body: bodies.GrantBody) -> Response:
     command = c.IssueGrant(
         tool=body.tool,
         by=body.by,
@@ -29,14 +41,30 @@ async def issue_grant(service: Service, agent_id: str) -> Response:
     return json_response(await ref.ask(command), 201)
 
 
-@blueprint.get("/v1/agents/<agent_id>/grants")
-async def list_grants(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>/grants",
+    "List the agent's grants",
+    caller=ADMIN,
+    reply=Reply(replies.GrantList, "Every grant, with what is left."),
+)
+async def list_grants(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.ListGrants()))
 
 
-@blueprint.post("/v1/agents/<agent_id>/grants/<grant_id>/revoke")
-async def revoke_grant(service: Service, agent_id: str, grant_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    body = bodies.parse_body(await read_json(), bodies.RevokeGrantBody)
+@blueprint.endpoint(
+    "POST",
+    "/v1/agents/<agent_id>/grants/<grant_id>/revoke",
+    "Revoke a grant",
+    caller=ADMIN,
+    body=bodies.RevokeGrantBody,
+    reply=Reply(replies.Grant, "The grant, now `revoked`."),
+    writes=True,
+    errors=("invalid_state",),
+    description="Writes `grant_revoked`. 404 `not_found` for a grant the agent does "
+    "not have; 409 `invalid_state` when revoked already.",
+)
+async def revoke_grant(
+    service: Service, ref: AgentRef, grant_id: str, body: bodies.RevokeGrantBody
+) -> Response:
     return json_response(await ref.ask(c.RevokeGrant(grant_id, body.by, body.reason)))

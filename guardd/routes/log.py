@@ -7,54 +7,45 @@ from __future__ import annotations
 
 import asyncio
 
-from quart import Response, request
+from quart import Response
 
 from agents_runtime.core import commands as c
 from agents_runtime.log.readback import read_records, verify_committed
-from agents_runtime.runtime.actor import LogView
+from agents_runtime.runtime.actor import AgentRef, LogView
+from guardd import replies, views
+from guardd.endpoints import ADMIN, AFTER, LIMIT, Reply
 from guardd.jsonio import json_response
-from guardd.routes.common import (
-    LOG_LIMIT_DEFAULT,
-    LOG_LIMIT_MAX,
-    Service,
-    ServiceBlueprint,
-    agent,
-    int_param,
+from guardd.routes.common import Service, ServiceBlueprint
+
+blueprint = ServiceBlueprint("log", __name__, tag="agents")
+
+
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>/log",
+    "Signed log records",
+    caller=ADMIN,
+    query=(AFTER, LIMIT),
+    reply=Reply(replies.LogPage, "Records with seq greater than `after`, and the head."),
 )
-
-blueprint = ServiceBlueprint("log", __name__)
-
-
-@blueprint.get("/v1/agents/<agent_id>/log")
-async def read_log(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
-    after = int_param("after", request.args.get("after"), default=-1, minimum=-1)
-    limit = int_param("limit", request.args.get("limit"), default=LOG_LIMIT_DEFAULT, minimum=1)
-    limit = min(limit, LOG_LIMIT_MAX)
+async def read_log(service: Service, ref: AgentRef, after: int, limit: int) -> Response:
     view: LogView = await ref.ask(c.GetLogView())
     records = await asyncio.to_thread(read_records, view.log, view.committed, after, limit)
-    return json_response({"records": records, "head": view.head.to_json()})
+    return json_response(views.log_page(records, view.head))
 
 
-@blueprint.get("/v1/agents/<agent_id>/verify")
-async def verify(service: Service, agent_id: str) -> Response:
-    _, ref = agent(service, agent_id, admin_only=True)
+@blueprint.endpoint(
+    "GET",
+    "/v1/agents/<agent_id>/verify",
+    "Verify the log's chain and signatures",
+    caller=ADMIN,
+    reply=Reply(replies.VerifyReport, "The verification report."),
+    description="Checks against the server's public key.",
+)
+async def verify(service: Service, ref: AgentRef) -> Response:
     view: LogView = await ref.ask(c.GetLogView())
     public_key = service.guard.ring.public_key
     report = await asyncio.to_thread(
         verify_committed, view.log, view.committed, public_key, fenced=view.fenced
     )
-    if report.ok:
-        assert report.head is not None
-        return json_response(
-            {
-                "ok": True,
-                "records": report.records,
-                "public_key": report.public_key,
-                "head": report.head.to_json(),
-            }
-        )
-    assert report.failure is not None
-    return json_response(
-        {"ok": False, "records": report.records, "failure": report.failure.to_json()}
-    )
+    return json_response(views.verify_report(report))

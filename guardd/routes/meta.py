@@ -6,43 +6,70 @@ from __future__ import annotations
 
 from quart import Response
 
-from guardd.auth import require_admin
+from guardd import replies, views
+from guardd.endpoints import ADMIN, PUBLIC, Reply
 from guardd.errors import error_response
 from guardd.jsonio import json_response
 from guardd.metrics import metrics_response
 from guardd.openapi import document
-from guardd.routes.common import Service, ServiceBlueprint, caller
+from guardd.routes.common import Service, ServiceBlueprint
 
-blueprint = ServiceBlueprint("meta", __name__)
-metrics_blueprint = ServiceBlueprint("metrics", __name__)
+blueprint = ServiceBlueprint("meta", __name__, tag="service")
+metrics_blueprint = ServiceBlueprint("metrics", __name__, tag="service")
 
 
-@blueprint.get("/healthz")
+@blueprint.endpoint("GET", "/healthz", "Liveness", caller=PUBLIC, reply=Reply(replies.Ok, "Up."))
 async def healthz(service: Service) -> Response:
-    return json_response({"ok": True})
+    return json_response(views.OK)
 
 
-@blueprint.get("/readyz")
+@blueprint.endpoint(
+    "GET",
+    "/readyz",
+    "Readiness: whether this node can decide now",
+    caller=PUBLIC,
+    reply=Reply(replies.Ok, "Ready: agents loaded, the log store takes writes."),
+    errors=("unavailable",),
+)
 async def readyz(service: Service) -> Response:
     reason = await service.readiness.reason()
     if reason is not None:
         return error_response("unavailable", f"not ready: {reason}")
-    return json_response({"ok": True})
+    return json_response(views.OK)
 
 
-@blueprint.get("/v1/public-key")
+@blueprint.endpoint(
+    "GET",
+    "/v1/public-key",
+    "The Ed25519 key that signs every log",
+    caller=PUBLIC,
+    reply=Reply(replies.PublicKey, "The public key."),
+)
 async def public_key(service: Service) -> Response:
-    ring = service.guard.ring
-    return json_response({"public_key": ring.public_key_hex, "algorithm": "ed25519"})
+    return json_response(views.public_key(service.guard.ring.public_key_hex))
 
 
-@blueprint.get("/v1/openapi.json")
+@blueprint.endpoint(
+    "GET",
+    "/v1/openapi.json",
+    "This document",
+    caller=PUBLIC,
+    reply=Reply(dict[str, object], "OpenAPI 3.1."),
+)
 async def openapi(service: Service) -> Response:
-    return json_response(document())
+    return json_response(document(service.endpoints))
 
 
-@metrics_blueprint.get("/metrics")
+@metrics_blueprint.endpoint(
+    "GET",
+    "/metrics",
+    "Metrics in the Prometheus text format (admin token only)",
+    caller=ADMIN,
+    reply=Reply(str, "Prometheus text format 0.0.4.", media=("text/plain",)),
+    errors=("not_found",),
+    description="Absent (404 not_found) when guardd runs with --no-metrics. "
+    "A --metrics-listen address serves the same text without a token.",
+)
 async def metrics_page(service: Service) -> Response:
-    require_admin(caller(service))
     assert service.meter is not None, "registered only when metrics are on"
     return metrics_response(service.meter)

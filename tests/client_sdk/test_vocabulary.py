@@ -8,7 +8,7 @@ import pytest
 from client_sdk._core import parse_decision
 from client_sdk._models import DecisionKind
 from client_sdk.errors import InvalidResponse
-from guardd.openapi import document
+from guardd.app import document
 
 
 def test_decision_kinds_are_the_documented_decisions() -> None:

@@ -19,7 +19,7 @@ from agents_runtime.core.vocabulary import (
     Severity,
 )
 from agents_runtime.log.kinds import Kind
-from guardd.openapi import document
+from guardd.app import document
 
 
 @pytest.fixture(scope="module")

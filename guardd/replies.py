@@ -1,0 +1,452 @@
+"""What guardd answers: each reply's shape, declared once.
+
+Plain attrs classes, never built on a request's path: they are what the
+OpenAPI document says of each answer (``guardd.openapi`` derives a schema
+from each, named as the class), what ``sdk/models.py`` generates the
+client's classes from, and what ``guardd.views`` renders (a test checks
+every rendering against its shape). A class's docstring is its description,
+and its fields are read as ``guardd.wire`` says: a default means the key may
+be left out, ``| None`` that it may be null. The classes are ``kw_only`` so
+that the fields keep the order of the answer, whichever may be left out. A
+``OneOf`` is one of several shapes, told apart by a fixed word.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from agents_runtime.core.vocabulary import (
+    ActionStatus,
+    GrantStatus,
+    Outcome,
+    ReasonCode,
+    Severity,
+)
+from agents_runtime.core.vocabulary import Decision as Word
+from agents_runtime.log.kinds import Kind
+from guardd.bodies import RateLimitBody
+from guardd.wire import (
+    ActionId,
+    AgentId,
+    AgentToken,
+    Amount,
+    Balance,
+    Count,
+    ErrorCode,
+    GrantId,
+    HeadSeq,
+    Hex64,
+    InputMatch,
+    Positive,
+    Receipt,
+    Signature,
+    Timestamp,
+    Tool,
+    Whole,
+    doc,
+    optional,
+)
+
+
+class OneOf:
+    """A reply that is one of ``variants``; the subclass's name and docstring
+    name and describe it."""
+
+    variants: ClassVar[tuple[type, ...]]
+
+
+# -- errors and the service ------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Error:
+    """The body of every error answer."""
+
+    error: str = doc("A message for people.")
+    code: ErrorCode = doc("For programs.")
+
+
+@attrs.frozen(kw_only=True)
+class Ok:
+    """The service is up (or ready)."""
+
+    ok: Literal[True]
+
+
+@attrs.frozen(kw_only=True)
+class PublicKey:
+    """The Ed25519 key that signs every log, as hex."""
+
+    public_key: Hex64
+    algorithm: Literal["ed25519"]
+
+
+# -- agents ------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Head:
+    """The last record of a log: its seq and hash."""
+
+    seq: HeadSeq
+    hash: Hex64
+
+
+@attrs.frozen(kw_only=True)
+class Scar:
+    """A scar of the agent, and the action it is about."""
+
+    seq: Whole = doc("Seq of the scar record.")
+    severity: Severity
+    reason: str
+    action_id: ActionId = optional()
+
+
+@attrs.frozen(kw_only=True)
+class AgentStatus:
+    """An agent's state, rebuilt from its log."""
+
+    agent_id: AgentId
+    alive: bool
+    termination_reason: str | None = doc(
+        "`scar_limit`, `fatal_scar`, `budget_exhausted` or the operator's reason; null while alive."
+    )
+    budget: Amount
+    spent: Amount
+    remaining: Balance = doc(
+        "budget minus spent. Negative only when a new policy set a budget below what was "
+        "already spent."
+    )
+    scar_score: Whole
+    scar_limit: Positive = doc("From the policy.")
+    scars: list[Scar]
+    actions_allowed: Whole
+    actions_denied: Whole
+    actions_pending: Whole
+    head: Head
+    public_key: Hex64 = doc("Hex Ed25519 public key.")
+
+
+@attrs.frozen(kw_only=True)
+class CreatedAgent:
+    """Created: the agent's status and its token."""
+
+    agent: AgentStatus
+    token: AgentToken
+
+
+@attrs.frozen(kw_only=True)
+class Token:
+    """The agent's token."""
+
+    token: AgentToken
+
+
+@attrs.frozen(kw_only=True)
+class ActiveAgent:
+    """An agent whose log verified."""
+
+    agent_id: AgentId
+    state: Literal["active"]
+    status: AgentStatus
+
+
+@attrs.frozen(kw_only=True)
+class QuarantinedAgent:
+    """An agent whose log failed verification at startup."""
+
+    agent_id: AgentId
+    state: Literal["quarantined"]
+    error: str = doc("The first bad record of the log, for people.")
+    failure: VerifyFailure = optional()
+
+
+class AgentListEntry(OneOf):
+    """`status` when active; `error` when its log failed verification."""
+
+    variants = (ActiveAgent, QuarantinedAgent)
+
+
+@attrs.frozen(kw_only=True)
+class AgentList:
+    """Active and quarantined agents, sorted by ID."""
+
+    agents: list[AgentListEntry]
+
+
+# -- the policy in force ---------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ToolRuleInForce:
+    """A tool rule as the policy in force has it: every default filled in."""
+
+    cost: Amount = doc("The tool's minimum charge.")
+    requires_approval: bool = doc("When true every call is held for an operator.")
+    max_calls: Count | None = doc("Lifetime cap on allowed calls; null: none.")
+    approval_timeout_secs: Positive = optional(
+        "Seconds a held call of this tool may wait for an operator before it expires; "
+        "overrides the policy's `approval_timeout_secs`."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class PolicyInForce:
+    """The policy with every default filled in, as its last `policy` record has it.
+    `default` is the rule for any tool not in `tools` (null: such tools are denied
+    `tool_not_allowed`)."""
+
+    budget: Amount = doc("Total credits the agent may spend.")
+    scar_limit: Positive = doc("Scar score at which the agent is terminated.")
+    tools: dict[Tool, ToolRuleInForce] = doc("Tool name to its rule.")
+    default: ToolRuleInForce | None
+    rate_limit: RateLimitBody | None
+    approval_timeout_secs: Positive = optional(
+        "Seconds a held action may wait for an operator before it expires (denied "
+        "`approval_expired`). Absent: it waits for ever."
+    )
+
+
+# -- decisions and actions -----------------------------------------------------------
+
+_DRAWN_ON = "The grant this allowance drew on in place of an operator's approval."
+
+
+@attrs.frozen(kw_only=True)
+class TerminatedReason:
+    code: Literal[ReasonCode.TERMINATED]
+    reason: str | None
+
+
+@attrs.frozen(kw_only=True)
+class ToolNotAllowedReason:
+    code: Literal[ReasonCode.TOOL_NOT_ALLOWED]
+    tool: Tool
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallLimitReason:
+    code: Literal[ReasonCode.TOOL_CALL_LIMIT]
+    tool: Tool
+    max_calls: Count
+
+
+@attrs.frozen(kw_only=True)
+class RateLimitedReason:
+    code: Literal[ReasonCode.RATE_LIMITED]
+    max_actions: Count
+    window_secs: Positive = doc("The policy's window.")
+
+
+@attrs.frozen(kw_only=True)
+class InsufficientBudgetReason:
+    code: Literal[ReasonCode.INSUFFICIENT_BUDGET]
+    cost: Amount = doc("The charge.")
+    remaining: Balance
+
+
+@attrs.frozen(kw_only=True)
+class RejectedReason:
+    code: Literal[ReasonCode.REJECTED]
+    by: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalExpiredReason:
+    code: Literal[ReasonCode.APPROVAL_EXPIRED]
+    timeout_secs: Positive = doc("The approval timeout that ran out.")
+
+
+@attrs.frozen(kw_only=True)
+class CancelledReason:
+    code: Literal[ReasonCode.CANCELLED]
+    by: Literal["agent", "admin"]
+    reason: str = optional()
+
+
+class DenyReason(OneOf):
+    """Why an action was denied: `code` and its fields."""
+
+    variants = (
+        TerminatedReason,
+        ToolNotAllowedReason,
+        ToolCallLimitReason,
+        RateLimitedReason,
+        InsufficientBudgetReason,
+        RejectedReason,
+        ApprovalExpiredReason,
+        CancelledReason,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class AllowedDecision:
+    decision: Literal[Word.ALLOWED]
+    action_id: ActionId
+    cost: Amount = doc("The charge: max(request cost, the tool's minimum).")
+    remaining: Amount = doc("What is left after this charge.")
+    receipt: Receipt = optional()
+    grant_id: GrantId = optional(_DRAWN_ON)
+
+
+@attrs.frozen(kw_only=True)
+class DeniedDecision:
+    decision: Literal[Word.DENIED]
+    action_id: ActionId
+    reason: DenyReason
+
+
+@attrs.frozen(kw_only=True)
+class PendingDecision:
+    decision: Literal[Word.PENDING_APPROVAL]
+    action_id: ActionId
+
+
+class Decision(OneOf):
+    """The answer to an action request, an approval or a rejection."""
+
+    variants = (AllowedDecision, DeniedDecision, PendingDecision)
+
+
+@attrs.frozen(kw_only=True)
+class Action:
+    """An action. `reason` is present when denied or cancelled; `approved_by` and
+    `note` when an operator approved it; `receipt` once it was allowed."""
+
+    action_id: ActionId
+    tool: Tool
+    input: Any = doc("Any JSON value, recorded verbatim.")
+    cost: Amount = doc("The charge (the charge approval would make while pending).")
+    status: ActionStatus
+    outcome: Outcome | None
+    requested_at: Timestamp
+    reason: DenyReason = optional()
+    approved_by: str = optional()
+    note: str = optional()
+    decided_at: Timestamp = optional("When a held action left pending_approval.")
+    expires_at: Timestamp = optional("When a pending action expires, if its policy sets a timeout.")
+    receipt: Receipt = optional()
+    grant_id: GrantId = optional(_DRAWN_ON)
+
+
+@attrs.frozen(kw_only=True)
+class PendingAction:
+    """What an operator decides on."""
+
+    action_id: ActionId
+    tool: Tool
+    input: Any = doc("Any JSON value.")
+    cost: Amount = doc("The charge approval would make.")
+
+
+@attrs.frozen(kw_only=True)
+class PendingEntry:
+    """An action waiting for an operator."""
+
+    requested_at: Timestamp
+    seq: Whole = doc("Seq of the action_requested record.")
+    action: PendingAction
+    expires_at: Timestamp = optional("When it expires, if its policy sets a timeout.")
+
+
+@attrs.frozen(kw_only=True)
+class PendingList:
+    """Oldest first."""
+
+    pending: list[PendingEntry]
+
+
+# -- grants --------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Grant:
+    """An operator's approval of a bounded stream of calls, with what is left."""
+
+    grant_id: GrantId
+    tool: Tool
+    by: str
+    note: str = optional()
+    issued_at: Timestamp
+    expires_at: Timestamp
+    max_calls: Count | None
+    max_cost: Amount | None = doc("The grant's budget.")
+    input_match: InputMatch | None
+    calls_used: Whole
+    cost_used: Amount = doc("Charged to the grant so far.")
+    calls_left: Whole | None
+    cost_left: Amount | None = doc("What the grant may still spend.")
+    status: GrantStatus
+    revoked_by: str = optional()
+    revoked_at: Timestamp = optional()
+    revoke_reason: str = optional()
+
+
+@attrs.frozen(kw_only=True)
+class GrantList:
+    """Every grant, with what is left."""
+
+    grants: list[Grant]
+
+
+# -- the log -------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class LogRecord:
+    """A signed log record; each kind has its own further fields. The format is
+    specified in docs/log-format.md."""
+
+    more_keys: ClassVar[bool] = True  # each kind adds its own
+
+    seq: Whole
+    kind: Kind
+    ts: Timestamp = doc("ISO 8601 UTC, microseconds, Z.")
+    prev: Hex64
+    hash: Hex64
+    sig: Signature
+
+
+@attrs.frozen(kw_only=True)
+class LogPage:
+    """Records with seq greater than `after`, and the head."""
+
+    records: list[LogRecord]
+    head: Head
+
+
+@attrs.frozen(kw_only=True)
+class VerifyFailure:
+    """The first bad record of a log."""
+
+    line: Count = doc("1-based line of the first bad record.")
+    seq: int | None
+    reason: str = doc("e.g. `hash does not match content`.")
+
+
+@attrs.frozen(kw_only=True)
+class VerifiedLog:
+    """The log verified: every record, against this key, up to this head."""
+
+    ok: Literal[True]
+    records: Whole
+    public_key: Hex64
+    head: Head
+
+
+@attrs.frozen(kw_only=True)
+class FailedLog:
+    """The log failed verification: how many records verified, and the first that did not."""
+
+    ok: Literal[False]
+    records: Whole
+    failure: VerifyFailure
+
+
+class VerifyReport(OneOf):
+    """The service's verification of an agent's log."""
+
+    variants = (VerifiedLog, FailedLog)

@@ -1,0 +1,351 @@
+"""Replies rendered: each function makes the JSON object of one shape of
+``guardd.replies`` from the values it is about.
+
+Plain functions that build dicts, one per shape: nothing is unstructured by
+reflection on a request's path. ``tests/guardd/test_views.py`` checks each
+rendering against its declared shape, for agents in every state.
+
+The agent's views (status, actions, pending, grants, policy, decisions)
+read the core's own values: the core still renders those itself today
+(``core.state.status_json`` and its kin), and these equal them, so that
+moving the rendering here is a change of caller only (``RENDERS`` pairs each
+shape with its function).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from agents_runtime.core.grants import Grant
+from agents_runtime.core.money import ZERO
+from agents_runtime.core.policy import Policy, ToolRule
+from agents_runtime.core.state import (
+    Action,
+    AgentState,
+    Lines,
+    Scar,
+    action_outcome,
+    action_status,
+    approval_deadline,
+    parse_line,
+    receipt,
+    request_line,
+)
+from agents_runtime.core.vocabulary import ActionStatus, Decision
+from agents_runtime.log.record import Head, timestamp_micros
+from agents_runtime.log.verify import Failure, Report
+from guardd import replies
+
+Json = dict[str, Any]
+
+OK: Json = {"ok": True}
+
+# Compared per action rendered: aliases spare the lookup on the enum class.
+_ALLOWED = Decision.ALLOWED
+_DENIED = Decision.DENIED
+_PENDING = Decision.PENDING_APPROVAL
+_PENDING_STATUS = ActionStatus.PENDING_APPROVAL
+_DENIED_STATUS = ActionStatus.DENIED
+_REQUESTED_STATUS = ActionStatus.REQUESTED
+
+
+def _moment(seconds: float) -> str:
+    return timestamp_micros(round(seconds * 1_000_000))
+
+
+# -- the service ---------------------------------------------------------------
+
+
+def public_key(key_hex: str) -> Json:
+    return {"public_key": key_hex, "algorithm": "ed25519"}
+
+
+# -- agents ----------------------------------------------------------------------
+
+
+def head(value: Head) -> Json:
+    return {"seq": value.seq, "hash": value.hash}
+
+
+def scar(value: Scar) -> Json:
+    out: Json = {"seq": value.seq, "severity": value.severity, "reason": value.reason}
+    if value.action_id is not None:
+        out["action_id"] = value.action_id
+    return out
+
+
+def status(state: AgentState) -> Json:
+    """The agent's status as ``state`` has it now: call it right after the
+    command whose answer it is (a later command changes ``state``)."""
+    policy = state.policy
+    return {
+        "agent_id": state.agent_id,
+        "alive": state.alive,
+        "termination_reason": state.termination_reason,
+        "budget": state.budget,
+        "spent": state.spent,
+        "remaining": state.remaining,
+        "scar_score": state.scar_score,
+        "scar_limit": policy.scar_limit if policy is not None else None,
+        "scars": [scar(s) for s in state.scars],
+        "actions_allowed": state.actions_allowed,
+        "actions_denied": state.actions_denied,
+        "actions_pending": len(state.pending),
+        "head": head(state.head),
+        "public_key": state.public_key,
+    }
+
+
+def created_agent(agent_status: Json, token: str) -> Json:
+    return {"agent": agent_status, "token": token}
+
+
+def token(value: str) -> Json:
+    return {"token": value}
+
+
+def active_agent(agent_id: str, agent_status: Json) -> Json:
+    return {"agent_id": agent_id, "state": "active", "status": agent_status}
+
+
+def quarantined_agent(agent_id: str, message: str, failure: Failure) -> Json:
+    return {
+        "agent_id": agent_id,
+        "state": "quarantined",
+        "error": message,
+        "failure": verify_failure(failure),
+    }
+
+
+def agent_list(entries: list[Json]) -> Json:
+    return {"agents": entries}
+
+
+# -- the policy in force -----------------------------------------------------------
+
+
+def tool_rule(rule: ToolRule) -> Json:
+    out: Json = {
+        "cost": rule.cost,
+        "requires_approval": rule.requires_approval,
+        "max_calls": rule.max_calls,
+    }
+    if rule.approval_timeout_secs is not None:
+        out["approval_timeout_secs"] = rule.approval_timeout_secs
+    return out
+
+
+def policy(value: Policy) -> Json:
+    """The policy with every default filled in (``approval_timeout_secs``
+    only when set), as its ``policy`` record has it."""
+    rate = value.rate_limit
+    out: Json = {
+        "budget": value.budget,
+        "scar_limit": value.scar_limit,
+        "tools": {name: tool_rule(rule) for name, rule in value.tools.items()},
+        "default": tool_rule(value.default) if value.default is not None else None,
+        "rate_limit": (
+            None
+            if rate is None
+            else {"max_actions": rate.max_actions, "window_secs": rate.window_secs}
+        ),
+    }
+    if value.approval_timeout_secs is not None:
+        out["approval_timeout_secs"] = value.approval_timeout_secs
+    return out
+
+
+# -- decisions and actions -----------------------------------------------------------
+
+
+def allowed(
+    action_id: str,
+    cost: Decimal,
+    remaining: Decimal,
+    lines: tuple[bytes, bytes] | None,
+    grant_id: str | None,
+) -> Json:
+    """An allowance; ``lines`` are its action_requested and action_allowed
+    lines, its receipt (None for an allowance older than receipts)."""
+    out: Json = {"decision": _ALLOWED, "action_id": action_id, "cost": cost, "remaining": remaining}
+    if lines is not None:
+        out["receipt"] = receipt(*lines)
+    if grant_id is not None:
+        out["grant_id"] = grant_id
+    return out
+
+
+def denied(action_id: str, reason: dict[str, Any]) -> Json:
+    return {"decision": _DENIED, "action_id": action_id, "reason": reason}
+
+
+def pending_decision(action_id: str) -> Json:
+    return {"decision": _PENDING, "action_id": action_id}
+
+
+def action(state: AgentState, n: int, lines: Lines) -> Json:
+    """Action ``n`` as ``state`` has it now: a held action from memory, any
+    other from its action_requested record and (once decided) the decision
+    right after it, both in ``lines`` (``core.state.action_reads``)."""
+    action_id = f"act-{n}"
+    held = state.held.get(action_id)
+    status_now = action_status(state, n)
+    out: Json
+    if held is not None:
+        out = {
+            "action_id": action_id,
+            "tool": held.tool,
+            "input": held.input,
+            "cost": held.cost,
+            "status": status_now,
+            "outcome": action_outcome(state, n),
+            "requested_at": held.requested_at,
+        }
+        if held.reason is not None:
+            out["reason"] = held.reason
+        if held.approved_by is not None:
+            out["approved_by"] = held.approved_by
+        if held.note is not None:
+            out["note"] = held.note
+        if held.decided_at is not None:
+            out["decided_at"] = held.decided_at
+            if held.receipt_seq is not None:
+                out["receipt"] = receipt(request_line(held.request), lines[held.receipt_seq])
+        elif status_now == _PENDING_STATUS:
+            deadline = approval_deadline(state, held)
+            if deadline is not None:
+                out["expires_at"] = _moment(deadline)
+        return out
+    seq = state.action_seqs[n - 1]
+    requested = parse_line(lines, seq)
+    out = {
+        "action_id": action_id,
+        "tool": requested["tool"],
+        "input": requested["input"],
+        "cost": requested["cost"],
+        "status": status_now,
+        "outcome": action_outcome(state, n),
+        "requested_at": requested["ts"],
+    }
+    if status_now == _DENIED_STATUS:
+        out["reason"] = parse_line(lines, seq + 1)["reason"]
+    elif status_now != _REQUESTED_STATUS:
+        # Allowed (and perhaps completed since): the decision follows the request.
+        decision = parse_line(lines, seq + 1)
+        if "grant_id" in decision:
+            out["grant_id"] = decision["grant_id"]
+        if "request_hash" in decision:
+            out["receipt"] = receipt(lines[seq], lines[seq + 1])
+    return out
+
+
+def pending_entry(held: Action, state: AgentState | None = None) -> Json:
+    """A held action waiting for an operator; with ``state``, ``expires_at``
+    when a timeout applies."""
+    out: Json = {
+        "requested_at": held.requested_at,
+        "seq": held.seq,
+        "action": {
+            "action_id": held.action_id,
+            "tool": held.tool,
+            "input": held.input,
+            "cost": held.cost,
+        },
+    }
+    if state is not None:
+        deadline = approval_deadline(state, held)
+        if deadline is not None:
+            out["expires_at"] = _moment(deadline)
+    return out
+
+
+def pending_list(state: AgentState) -> Json:
+    return {"pending": [pending_entry(a, state) for a in state.pending.values()]}
+
+
+# -- grants ---------------------------------------------------------------------------
+
+
+def grant(value: Grant, now: float) -> Json:
+    """A grant as it stands at ``now``, with what is left."""
+    out: Json = {
+        "grant_id": value.grant_id,
+        "tool": value.tool,
+        "by": value.by,
+        "issued_at": value.issued_at,
+        "expires_at": value.expires_at,
+        "max_calls": value.max_calls,
+        "max_cost": value.max_cost,
+        "input_match": value.input_match,
+        "calls_used": value.calls,
+        "cost_used": value.spent,
+        "calls_left": None if value.max_calls is None else max(value.max_calls - value.calls, 0),
+        "cost_left": None if value.max_cost is None else max(value.max_cost - value.spent, ZERO),
+        "status": value.status(now),
+    }
+    if value.note is not None:
+        out["note"] = value.note
+    if value.revoked_by is not None:
+        out["revoked_by"] = value.revoked_by
+        out["revoked_at"] = value.revoked_at
+        if value.revoke_reason is not None:
+            out["revoke_reason"] = value.revoke_reason
+    return out
+
+
+def grant_list(state: AgentState, now: float) -> Json:
+    return {"grants": [grant(g, now) for g in state.grants.values()]}
+
+
+# -- the log ----------------------------------------------------------------------------
+
+
+def log_page(records: list[Json], at: Head) -> Json:
+    return {"records": records, "head": head(at)}
+
+
+def verify_failure(failure: Failure) -> Json:
+    return {"line": failure.line, "seq": failure.seq, "reason": failure.reason}
+
+
+def verify_report(report: Report) -> Json:
+    if report.ok:
+        assert report.head is not None
+        return {
+            "ok": True,
+            "records": report.records,
+            "public_key": report.public_key,
+            "head": head(report.head),
+        }
+    assert report.failure is not None
+    return {"ok": False, "records": report.records, "failure": verify_failure(report.failure)}
+
+
+# Each shape of guardd.replies with the function that renders it (the test
+# of this module renders each and checks it against its shape).
+RENDERS: dict[Any, Any] = {
+    replies.Ok: OK,
+    replies.PublicKey: public_key,
+    replies.Head: head,
+    replies.Scar: scar,
+    replies.AgentStatus: status,
+    replies.CreatedAgent: created_agent,
+    replies.Token: token,
+    replies.ActiveAgent: active_agent,
+    replies.QuarantinedAgent: quarantined_agent,
+    replies.AgentList: agent_list,
+    replies.ToolRuleInForce: tool_rule,
+    replies.PolicyInForce: policy,
+    replies.AllowedDecision: allowed,
+    replies.DeniedDecision: denied,
+    replies.PendingDecision: pending_decision,
+    replies.Action: action,
+    replies.PendingEntry: pending_entry,
+    replies.PendingList: pending_list,
+    replies.Grant: grant,
+    replies.GrantList: grant_list,
+    replies.LogPage: log_page,
+    replies.VerifyFailure: verify_failure,
+    replies.VerifyReport: verify_report,
+}
