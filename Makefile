@@ -37,6 +37,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python .ci/import_cycles.py
 	$(BIN)/python sdk/unasync.py --check
+	$(BIN)/python sdk/models.py --check
 
 test: $(VENV)/.installed-dev chromium postgresql lint sdk-ts/node_modules/.package-lock.json
 	$(BIN)/pytest

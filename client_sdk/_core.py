@@ -3,7 +3,9 @@
 The clients (``_async.py``, and ``_sync.py`` generated from it) only pass
 the ``Request`` objects made here to their sender and return what
 ``parse_response`` makes of the answer, so both build exactly the same
-requests and raise exactly the same errors.
+requests and raise exactly the same errors. Each answer is read by its
+parser in ``_parsers.py``, generated with the classes it makes from the
+service's OpenAPI document (``sdk/models.py``).
 """
 
 from __future__ import annotations
@@ -26,17 +28,23 @@ from client_sdk._models import (
     AgentStatus,
     CreatedAgent,
     Decision,
-    DecisionKind,
-    Head,
     LogPage,
-    PendingAction,
     PendingEntry,
     Policy,
-    RateLimit,
-    Scar,
-    ToolRule,
-    VerifyFailure,
     VerifyReport,
+)
+from client_sdk._parsers import (
+    parse_action,
+    parse_agents,
+    parse_created,
+    parse_decision,
+    parse_log_page,
+    parse_pending,
+    parse_policy,
+    parse_public_key,
+    parse_status,
+    parse_token,
+    parse_verify_report,
 )
 from client_sdk.errors import (
     ERRORS_BY_CODE,
@@ -114,251 +122,7 @@ def _wait_param(wait: float) -> str:
     return f"{math.ceil(wait * 1000) / 1000:.3f}".rstrip("0")
 
 
-# ---- parsing answers -------------------------------------------------------
-
-
-def _object(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidResponse(f"expected a JSON object, got {type(body).__name__}")
-    return body
-
-
-def _str(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str):
-        raise InvalidResponse(f"expected a string {key!r} in {sorted(body)}")
-    return value
-
-
-def _opt(body: dict[str, Any], key: str, kind: type[T]) -> T | None:
-    value = body.get(key)
-    if value is not None and not isinstance(value, kind):
-        raise InvalidResponse(f"{key!r} should be {kind.__name__}, got {value!r}")
-    return value
-
-
-def _int(body: dict[str, Any], key: str) -> int:
-    value = body.get(key)
-    if type(value) is not int:
-        raise InvalidResponse(f"expected an integer {key!r}, got {value!r}")
-    return value
-
-
-def _opt_int(body: dict[str, Any], key: str) -> int | None:
-    return None if body.get(key) is None else _int(body, key)
-
-
-def _bool(body: dict[str, Any], key: str) -> bool:
-    value = body.get(key)
-    if not isinstance(value, bool):
-        raise InvalidResponse(f"expected true or false as {key!r}, got {value!r}")
-    return value
-
-
-def _number(body: dict[str, Any], key: str) -> Decimal:
-    value = body.get(key)
-    if type(value) is int:
-        return Decimal(value)
-    if not isinstance(value, Decimal):
-        raise InvalidResponse(f"expected a number {key!r}, got {value!r}")
-    return value
-
-
-def _opt_number(body: dict[str, Any], key: str) -> Decimal | None:
-    return None if body.get(key) is None else _number(body, key)
-
-
-def _list(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    items = body.get(key)
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise InvalidResponse(f"expected a list of objects under {key!r}")
-    return items
-
-
-def parse_head(body: Any) -> Head:
-    obj = _object(body)
-    return Head(seq=_int(obj, "seq"), hash=_str(obj, "hash"))
-
-
-def parse_scar(body: Any) -> Scar:
-    obj = _object(body)
-    return Scar(
-        seq=_int(obj, "seq"),
-        severity=_str(obj, "severity"),
-        reason=_str(obj, "reason"),
-        action_id=_opt(obj, "action_id", str),
-    )
-
-
-def parse_status(body: Any) -> AgentStatus:
-    obj = _object(body)
-    return AgentStatus(
-        agent_id=_str(obj, "agent_id"),
-        alive=_bool(obj, "alive"),
-        termination_reason=_opt(obj, "termination_reason", str),
-        budget=_number(obj, "budget"),
-        spent=_number(obj, "spent"),
-        remaining=_number(obj, "remaining"),
-        scar_score=_int(obj, "scar_score"),
-        scar_limit=_number(obj, "scar_limit"),
-        scars=tuple(parse_scar(s) for s in _list(obj, "scars")),
-        actions_allowed=_int(obj, "actions_allowed"),
-        actions_denied=_int(obj, "actions_denied"),
-        actions_pending=_int(obj, "actions_pending"),
-        head=parse_head(obj.get("head")),
-        public_key=_str(obj, "public_key"),
-    )
-
-
-def parse_tool_rule(body: Any) -> ToolRule:
-    obj = _object(body)
-    return ToolRule(
-        cost=_number(obj, "cost"),
-        requires_approval=_bool(obj, "requires_approval"),
-        max_calls=_opt_int(obj, "max_calls"),
-        approval_timeout_secs=_opt_number(obj, "approval_timeout_secs"),
-    )
-
-
-def parse_policy(body: Any) -> Policy:
-    obj = _object(body)
-    tools = _object(obj.get("tools"))
-    rate = obj.get("rate_limit")
-    return Policy(
-        budget=_number(obj, "budget"),
-        scar_limit=_number(obj, "scar_limit"),
-        tools={name: parse_tool_rule(rule) for name, rule in tools.items()},
-        default=None if obj.get("default") is None else parse_tool_rule(obj["default"]),
-        rate_limit=None
-        if rate is None
-        else RateLimit(
-            max_actions=_int(_object(rate), "max_actions"),
-            window_secs=_number(rate, "window_secs"),
-        ),
-        approval_timeout_secs=_opt_number(obj, "approval_timeout_secs"),
-    )
-
-
-def parse_failure(body: Any) -> VerifyFailure:
-    obj = _object(body)
-    return VerifyFailure(
-        line=_int(obj, "line"), seq=_opt_int(obj, "seq"), reason=_str(obj, "reason")
-    )
-
-
-def _opt_failure(obj: dict[str, Any]) -> VerifyFailure | None:
-    return None if obj.get("failure") is None else parse_failure(obj["failure"])
-
-
-def parse_agent_entry(body: Any) -> AgentListEntry:
-    obj = _object(body)
-    return AgentListEntry(
-        agent_id=_str(obj, "agent_id"),
-        state=_str(obj, "state"),
-        status=None if obj.get("status") is None else parse_status(obj["status"]),
-        error=_opt(obj, "error", str),
-        failure=_opt_failure(obj),
-    )
-
-
-def parse_pending_entry(body: Any) -> PendingEntry:
-    obj = _object(body)
-    action = _object(obj.get("action"))
-    return PendingEntry(
-        requested_at=_str(obj, "requested_at"),
-        seq=_int(obj, "seq"),
-        action=PendingAction(
-            action_id=_str(action, "action_id"),
-            tool=_str(action, "tool"),
-            input=action.get("input"),
-            cost=_number(action, "cost"),
-        ),
-    )
-
-
-def parse_verify_report(body: Any) -> VerifyReport:
-    obj = _object(body)
-    return VerifyReport(
-        ok=_bool(obj, "ok"),
-        records=_int(obj, "records"),
-        public_key=_opt(obj, "public_key", str),
-        head=None if obj.get("head") is None else parse_head(obj["head"]),
-        failure=_opt_failure(obj),
-    )
-
-
-def _opt_receipt(body: dict[str, Any]) -> tuple[str, ...] | None:
-    receipt = body.get("receipt")
-    if receipt is None:
-        return None
-    if not isinstance(receipt, list) or not all(isinstance(line, str) for line in receipt):
-        raise InvalidResponse(f"'receipt' should be a list of record lines, got {receipt!r}")
-    return tuple(receipt)
-
-
-_DECISIONS = frozenset(DecisionKind)
-
-
-def parse_decision(body: Any) -> Decision:
-    obj = _object(body)
-    decision = _str(obj, "decision")
-    if decision not in _DECISIONS:
-        raise InvalidResponse(f"unknown decision {decision!r}")
-    return Decision(
-        decision=decision,
-        action_id=_str(obj, "action_id"),
-        cost=_opt(obj, "cost", Decimal),
-        remaining=_opt(obj, "remaining", Decimal),
-        reason=_opt(obj, "reason", dict),
-        receipt=_opt_receipt(obj),
-        grant_id=_opt(obj, "grant_id", str),
-    )
-
-
-def parse_action(body: Any) -> Action:
-    obj = _object(body)
-    cost = obj.get("cost", Decimal(0))
-    if not isinstance(cost, Decimal):
-        raise InvalidResponse(f"'cost' should be a number, got {cost!r}")
-    return Action(
-        action_id=_str(obj, "action_id"),
-        tool=_str(obj, "tool"),
-        input=obj.get("input"),
-        cost=cost,
-        status=_str(obj, "status"),
-        outcome=_opt(obj, "outcome", str),
-        reason=_opt(obj, "reason", dict),
-        approved_by=_opt(obj, "approved_by", str),
-        note=_opt(obj, "note", str),
-        receipt=_opt_receipt(obj),
-        grant_id=_opt(obj, "grant_id", str),
-    )
-
-
-def parse_created(body: Any) -> CreatedAgent:
-    obj = _object(body)
-    return CreatedAgent(agent=parse_status(obj.get("agent")), token=_str(obj, "token"))
-
-
-def parse_token(body: Any) -> str:
-    return _str(_object(body), "token")
-
-
-def parse_public_key(body: Any) -> str:
-    return _str(_object(body), "public_key")
-
-
-def parse_agents(body: Any) -> list[AgentListEntry]:
-    return [parse_agent_entry(entry) for entry in _list(_object(body), "agents")]
-
-
-def parse_pending(body: Any) -> list[PendingEntry]:
-    return [parse_pending_entry(entry) for entry in _list(_object(body), "pending")]
-
-
-def parse_log_page(body: Any) -> LogPage:
-    obj = _object(body)
-    return LogPage(records=tuple(_list(obj, "records")), head=parse_head(obj.get("head")))
+# ---- reading answers ------------------------------------------------------
 
 
 def next_log_after(page: LogPage) -> int | None:

@@ -1,4 +1,7 @@
-"""What the service answers, as plain frozen classes (parsed in ``_core``).
+# Generated from docs/openapi.json by sdk/models.py: do not edit.
+# Change the service's shapes (guardd/replies.py) or sdk/models.py, then run: python sdk/models.py
+
+"""What the service answers, as plain frozen classes (parsed in ``_parsers``).
 
 Attribute names are the JSON keys of the answer, so the HTTP API's
 documentation reads for these classes too. Money is always ``Decimal``.
@@ -14,11 +17,11 @@ from typing import Any
 
 import attrs
 
+from client_sdk._members import CreatedAgentMembers, PolicyMembers
+
 
 class DecisionKind(StrEnum):
-    """The words ``Decision.decision`` can be: the SDK's own list (it does
-    not import the server's), held equal to the OpenAPI document's by
-    ``tests/client_sdk/test_vocabulary.py``."""
+    """The words ``Decision.decision`` can be, as the service documents them."""
 
     ALLOWED = "allowed"
     DENIED = "denied"
@@ -32,7 +35,8 @@ class Decision:
     ``decision`` is ``allowed``, ``denied`` or ``pending_approval``. ``cost`` and
     ``remaining`` are set when allowed; ``reason`` (``{code, ...}``) when denied.
     ``receipt``, when allowed, is the two signed log lines that prove it, for
-    the tool's executor to check with ``verify_receipt`` (docs/receipts.md).
+    the tool's executor to check with ``verify_receipt`` (docs/receipts.md);
+    ``grant_id`` the operator's grant it drew on instead of an approval.
     """
 
     decision: str
@@ -41,7 +45,7 @@ class Decision:
     remaining: Decimal | None = None
     reason: dict[str, Any] | None = None
     receipt: tuple[str, ...] | None = None
-    grant_id: str | None = None  # the operator's grant it drew on, instead of an approval
+    grant_id: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -126,12 +130,13 @@ class AgentStatus:
 @attrs.frozen
 class ToolRule:
     """What a policy says about one tool: its minimum charge, whether every
-    call is held for an operator, and its lifetime cap (None: no cap)."""
+    call is held for an operator, its lifetime cap (None: no cap), and how long
+    a held call may wait (None: the policy's own ``approval_timeout_secs``)."""
 
     cost: Decimal
     requires_approval: bool
-    max_calls: int | None
-    approval_timeout_secs: Decimal | None = None  # None: the policy's own
+    max_calls: int | None = None
+    approval_timeout_secs: Decimal | None = None
 
 
 @attrs.frozen
@@ -143,35 +148,28 @@ class RateLimit:
 
 
 @attrs.frozen
-class Policy:
+class Policy(PolicyMembers):
     """An agent's policy in force, every default filled in.
 
     ``default`` is the rule of any tool not in ``tools``; None means such
-    tools are always denied (``tool_not_allowed``).
+    tools are always denied (``tool_not_allowed``). ``approval_timeout_secs``
+    None: held actions wait for ever.
     """
 
     budget: Decimal
     scar_limit: Decimal
     tools: dict[str, ToolRule]
-    default: ToolRule | None
-    rate_limit: RateLimit | None
-    approval_timeout_secs: Decimal | None = None  # None: held actions wait for ever
-
-    def rule_for(self, tool: str) -> ToolRule | None:
-        """The rule ``tool`` is decided by, or None when it can never be allowed."""
-        return self.tools.get(tool, self.default)
+    default: ToolRule | None = None
+    rate_limit: RateLimit | None = None
+    approval_timeout_secs: Decimal | None = None
 
 
 @attrs.frozen
-class CreatedAgent:
+class CreatedAgent(CreatedAgentMembers):
     """A new agent: its status and its token (``agt_<agent_id>.<mac>``)."""
 
     agent: AgentStatus
     token: str
-
-    @property
-    def agent_id(self) -> str:
-        return self.agent.agent_id
 
 
 @attrs.frozen

@@ -81,9 +81,9 @@ def _without_async_only(lines: list[str]) -> list[str]:
     return kept
 
 
-def _ruff(*args: str, text: str) -> str:
-    """``text`` after ``ruff <args>``, under the project's settings."""
-    command = [sys.executable, "-m", "ruff", *args, "--stdin-filename", str(TARGET), "-"]
+def ruff(*args: str, text: str, path: Path = TARGET) -> str:
+    """``text`` after ``ruff <args>``, under the project's settings for ``path``."""
+    command = [sys.executable, "-m", "ruff", *args, "--stdin-filename", str(path), "-"]
     # Runs the ruff of this interpreter on text we wrote: no shell, no outside input.
     done = subprocess.run(  # noqa: S603
         command, input=text, capture_output=True, text=True, cwd=ROOT, check=False
@@ -104,7 +104,7 @@ def generate(source: str) -> str:
         text = pattern.sub(replacement, text)
     # An async generator cannot ``yield from``; its loop of ``yield`` becomes one
     # in sync code, as ruff's UP028 asks (unsafe only for generators sent into).
-    text = _ruff(
+    text = ruff(
         "check",
         "--fix",
         "--exit-zero",
@@ -113,7 +113,7 @@ def generate(source: str) -> str:
         "lint.extend-safe-fixes = ['UP028']",
         text=text,
     )
-    return _ruff("format", "--quiet", text=text)
+    return ruff("format", "--quiet", text=text)
 
 
 def main(argv: list[str]) -> int:
