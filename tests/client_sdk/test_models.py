@@ -46,7 +46,8 @@ def generator() -> ModuleType:
     sys.path.insert(0, str(ROOT / "sdk"))
     try:
         spec = importlib.util.spec_from_file_location("sdk_models", ROOT / SCRIPT)
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # its dataclasses look their module up
         spec.loader.exec_module(module)
