@@ -24,8 +24,9 @@ import orjson
 import pytest
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
+from agents_runtime.core.policy import Policy, RateLimit, ToolRule
 from agents_runtime.log import canonical
-from guardd import bodies
+from guardd import bodies, replies
 from guardd.__main__ import build
 from guardd.app import create_app, document
 from guardd.bodies import BODIES, NAMES
@@ -287,6 +288,33 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
     assert valid.is_valid(POLICY)
     assert not valid.is_valid({**POLICY, "tools": {"x": {"requires_aproval": True}}})
     assert not valid.is_valid({**POLICY, "budget": -1})
+
+
+@pytest.mark.parametrize(
+    ("documented", "core", "every_key_answered"),
+    [
+        pytest.param(bodies.PolicyBody, Policy, False, id="policy"),
+        pytest.param(bodies.ToolRuleBody, ToolRule, False, id="tool-rule"),
+        pytest.param(bodies.RateLimitBody, RateLimit, False, id="rate-limit"),
+        pytest.param(replies.PolicyInForce, Policy, True, id="policy-in-force"),
+        pytest.param(replies.ToolRuleInForce, ToolRule, True, id="tool-rule-in-force"),
+    ],
+)
+def test_the_documented_policy_is_the_one_the_core_parses(
+    documented: type, core: type, every_key_answered: bool
+) -> None:
+    """The policy's classes in guardd document what the core's strict parser
+    takes (the same keys, the same ones required) and what the policy in
+    force is answered as (every key but the timeouts, which only when set)."""
+    assert [f.name for f in attrs.fields(documented)] == [f.name for f in attrs.fields(core)]
+    required = [f.name for f in attrs.fields(documented) if f.default is attrs.NOTHING]
+    if every_key_answered:
+        assert required == [f.name for f in attrs.fields(core)][: len(required)]
+        assert [f.name for f in attrs.fields(documented)][len(required) :] == [
+            "approval_timeout_secs"
+        ]
+    else:
+        assert required == [f.name for f in attrs.fields(core) if f.default is attrs.NOTHING]
 
 
 def test_documented_limits_match_the_server(doc: dict[str, Any]) -> None:

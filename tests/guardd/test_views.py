@@ -1,0 +1,213 @@
+"""guardd.views renders each reply shape of guardd.replies: for an agent
+driven through every kind of action, grant and scar, each rendering fits
+its shape in the OpenAPI document and equals what the core renders today
+(the rendering can move out of the core by a change of caller only)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jsonschema_rs
+import orjson
+import pytest
+
+from agents_runtime.core import commands as c
+from agents_runtime.core.grants import grant_json
+from agents_runtime.core.policy import policy_json
+from agents_runtime.core.state import (
+    AgentState,
+    action_json,
+    action_reads,
+    parse_line,
+    pending_json,
+    scar_json,
+    status_json,
+)
+from agents_runtime.log.readback import verify_committed
+from agents_runtime.log.record import Head
+from agents_runtime.log.verify import Failure, Report
+from guardd import replies, views
+from guardd.app import document
+from guardd.jsonio import dumps
+from tests.agents_runtime.support import T0, log_lines, policy, running_agent
+
+POLICY = policy(
+    budget=50,
+    tools={
+        "read": {"cost": 1, "max_calls": 30},
+        "mail": {"cost": 2, "requires_approval": True, "approval_timeout_secs": 30},
+        "wire": {"cost": 1, "requires_approval": True},
+    },
+    default={"cost": 0.5},
+    rate_limit={"max_actions": 100, "window_secs": 60},
+    approval_timeout_secs=600,
+)
+
+
+@pytest.fixture(scope="module")
+def schemas() -> dict[str, Any]:
+    return document()["components"]
+
+
+def fits(components: dict[str, Any], shape: type, value: Any) -> None:
+    """``value``, as it goes out, is valid under ``shape``'s schema."""
+    schema = {"$ref": f"#/components/schemas/{shape.__name__}", "components": components}
+    validator = jsonschema_rs.Draft202012Validator(schema, validate_formats=True)
+    errors = [str(e) for e in validator.iter_errors(orjson.loads(dumps(value)))]
+    assert errors == [], (shape.__name__, value)
+
+
+def same(rendered: Any, core: Any) -> None:
+    """Equal as the client reads them: the same bytes out."""
+    assert dumps(rendered) == dumps(core)
+
+
+async def test_every_rendering_fits_its_shape_and_equals_the_cores(
+    tmp_path: Path, schemas: dict[str, Any]
+) -> None:
+    seen: set[Any] = set()
+
+    def check(shape: type, rendered: Any, core: Any = None) -> None:
+        fits(schemas, shape, rendered)
+        if core is not None:
+            same(rendered, core)
+        seen.add(shape)
+
+    async with running_agent(tmp_path, POLICY) as agent:
+        ask = agent.ask
+        decisions = [
+            await ask(c.RequestAction("read", {"q": 1}, None, "key-1")),  # allowed
+            await ask(c.RequestAction("read", {"q": 1}, None, "key-1")),  # its repeat
+            await ask(c.RequestAction("nope", None)),  # default rule: allowed
+            await ask(c.RequestAction("read", None, Decimal(1000))),  # denied: budget
+            await ask(c.RequestAction("mail", {"to": "a"})),  # pending: approved below
+            await ask(c.RequestAction("mail", {"to": "b"})),  # pending: rejected below
+            await ask(c.RequestAction("wire", None)),  # pending: cancelled below
+            await ask(c.RequestAction("mail", {"to": "c"})),  # pending: expires below
+            await ask(c.RequestAction("wire", None)),  # stays pending
+        ]
+        decisions.append(await ask(c.Approve("act-5", "ann", "fine")))
+        decisions.append(await ask(c.Reject("act-6", "ann", "no", "minor")))
+        cancelled = await ask(c.Cancel("act-7", "agent", "gave up"))
+        grant = await ask(c.IssueGrant("wire", "ann", max_calls=2, ttl_secs=60, note="ok"))
+        decisions.append(await ask(c.RequestAction("wire", {"n": 1})))  # drawn on the grant
+        revoked = await ask(c.RevokeGrant("grt-1", "ann", "done"))
+        await ask(c.IssueGrant("read", "bob", max_cost=5, expires_at="2027-01-01T00:00:00Z"))
+        outcome = await ask(c.ReportOutcome("act-1", "failure", "agent", "boom"))
+        scarred = await ask(c.AddScar("moderate", "rude", "act-3", "ann"))
+        agent.clock.advance(31)
+        await ask(c.GetStatus())  # a batch at the new time: act-8 expires
+        decisions.append(await ask(c.RequestAction("read", {"q": 2})))
+
+        state: AgentState = agent.state
+        lines = log_lines(agent.path)
+        now = T0 + 31
+
+        for decision in decisions:
+            shape = {
+                "allowed": replies.AllowedDecision,
+                "denied": replies.DeniedDecision,
+                "pending_approval": replies.PendingDecision,
+            }[decision["decision"]]
+            check(shape, decision)
+            check(shape, _rendered_decision(state, decision, lines), decision)
+        assert {d["decision"] for d in decisions} == {"allowed", "denied", "pending_approval"}
+
+        for n in range(1, state.action_count + 1):
+            action_lines = {seq: lines[seq] for seq in action_reads(state, n)}
+            check(
+                replies.Action,
+                views.action(state, n, action_lines),
+                action_json(state, n, action_lines),
+            )
+        check(replies.Action, cancelled)
+        numbers = range(1, state.action_count + 1)
+        statuses = {a["status"] for a in (action_json(state, n, lines) for n in numbers)}
+        assert statuses == {"allowed", "denied", "completed", "cancelled", "pending_approval"}
+
+        for held in state.pending.values():
+            check(replies.PendingEntry, views.pending_entry(held, state), pending_json(held, state))
+        check(replies.PendingList, views.pending_list(state), await ask(c.ListPending()))
+
+        check(
+            replies.Grant,
+            views.grant(state.grants["grt-2"], now),
+            grant_json(state.grants["grt-2"], now),
+        )
+        check(replies.Grant, grant)
+        check(replies.Grant, revoked)
+        check(replies.GrantList, views.grant_list(state, now), await ask(c.ListGrants()))
+
+        for scar in state.scars:
+            check(replies.Scar, views.scar(scar), scar_json(scar))
+        check(replies.AgentStatus, views.status(state), status_json(state))
+        check(replies.AgentStatus, outcome)
+        check(replies.AgentStatus, scarred)
+        assert state.policy is not None
+        check(replies.PolicyInForce, views.policy(state.policy), policy_json(state.policy))
+        check(replies.PolicyInForce, await ask(c.GetPolicy()))
+        rule = state.policy.tools["mail"]
+        check(replies.ToolRuleInForce, views.tool_rule(rule))
+        check(replies.Head, views.head(state.head))
+
+        log = await ask(c.GetLogView())
+        records = [orjson.loads(line) for line in lines.values()]
+        check(replies.LogPage, views.log_page(records, log.head))
+        report = verify_committed(log.log, log.committed, agent.registry.ring.public_key)
+        check(replies.VerifyReport, views.verify_report(report))
+        failure = Failure(3, 2, "hash does not match content")
+        check(replies.VerifyFailure, views.verify_failure(failure))
+        check(replies.VerifyReport, {"ok": False, "records": 2, "failure": failure.to_json()})
+        failed = views.verify_report(_failed(report, failure))
+        check(replies.VerifyReport, failed)
+
+    status = status_json(state)
+    check(replies.CreatedAgent, views.created_agent(status, "agt_agent-1." + "A" * 43))
+    check(replies.Token, views.token("agt_agent-1." + "A" * 43))
+    active = views.active_agent("agent-1", status)
+    quarantined = views.quarantined_agent("bad", "line 3: hash does not match content", failure)
+    check(replies.ActiveAgent, active)
+    check(replies.QuarantinedAgent, quarantined)
+    check(replies.AgentList, views.agent_list([active, quarantined]))
+    check(replies.PublicKey, views.public_key("ab" * 32))
+    check(replies.Ok, views.OK)
+
+    assert seen >= set(views.RENDERS), sorted(s.__name__ for s in set(views.RENDERS) - seen)
+
+
+def _rendered_decision(state: AgentState, decision: dict[str, Any], lines: Any) -> Any:
+    """The decision rendered by guardd.views from the records it wrote."""
+    action_id = decision["action_id"]
+    if decision["decision"] == "pending_approval":
+        return views.pending_decision(action_id)
+    if decision["decision"] == "denied":
+        return views.denied(action_id, decision["reason"])
+    n = int(action_id.removeprefix("act-"))
+    requested = state.action_seqs[n - 1]
+    held = state.held.get(action_id)
+    allowed = held.receipt_seq if held is not None else requested + 1
+    assert allowed is not None
+    record = parse_line(lines, allowed)
+    return views.allowed(
+        action_id,
+        record["cost"],
+        record["remaining"],
+        (lines[requested], lines[allowed]),
+        record.get("grant_id"),
+    )
+
+
+def _failed(report: Report, failure: Failure) -> Report:
+    return attrs.evolve(report, ok=False, head=None, failure=failure)
+
+
+def test_a_rendering_that_is_not_its_shape_does_not_fit(schemas: dict[str, Any]) -> None:
+    head = views.head(Head(3, "ab" * 32))
+    fits(schemas, replies.Head, head)
+    with pytest.raises(AssertionError):
+        fits(schemas, replies.Head, {**head, "extra": 1})
+    with pytest.raises(AssertionError):
+        fits(schemas, replies.Head, {"seq": 3})
