@@ -6,6 +6,8 @@ outcome, approve, reject, cancel, pending), ``grants``, ``log`` (read,
 verify), ``console`` (its static files) and ``meta`` (health, readiness,
 metrics, public key, the OpenAPI document). What they share is in
 ``common``; ``guardd.app`` registers them. A new route goes in the module of
-its resource, keeps its URL rule as metrics and the OpenAPI document name
-it, and gets its operation in ``guardd.openapi``.
+its resource, declared with ``@blueprint.endpoint(...)`` right above it
+(``guardd.endpoints``): that declaration is its operation in the OpenAPI
+document, and says what the route is handed (its caller, its agent, its
+parameters and its body, parsed). Its URL rule is what metrics name it by.
 """
