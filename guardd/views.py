@@ -19,7 +19,7 @@ from typing import Any
 
 from agents_runtime.core.grants import Grant
 from agents_runtime.core.money import ZERO
-from agents_runtime.core.policy import Policy, ToolRule
+from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.state import (
     Action,
     AgentState,
@@ -125,35 +125,11 @@ def agent_list(entries: list[Json]) -> Json:
 # -- the policy in force -----------------------------------------------------------
 
 
-def tool_rule(rule: ToolRule) -> Json:
-    out: Json = {
-        "cost": rule.cost,
-        "requires_approval": rule.requires_approval,
-        "max_calls": rule.max_calls,
-    }
-    if rule.approval_timeout_secs is not None:
-        out["approval_timeout_secs"] = rule.approval_timeout_secs
-    return out
-
-
 def policy(value: Policy) -> Json:
     """The policy with every default filled in (``approval_timeout_secs``
-    only when set), as its ``policy`` record has it."""
-    rate = value.rate_limit
-    out: Json = {
-        "budget": value.budget,
-        "scar_limit": value.scar_limit,
-        "tools": {name: tool_rule(rule) for name, rule in value.tools.items()},
-        "default": tool_rule(value.default) if value.default is not None else None,
-        "rate_limit": (
-            None
-            if rate is None
-            else {"max_actions": rate.max_actions, "window_secs": rate.window_secs}
-        ),
-    }
-    if value.approval_timeout_secs is not None:
-        out["approval_timeout_secs"] = value.approval_timeout_secs
-    return out
+    only when set): by definition of the answer, as its ``policy`` record has
+    it, so the record's own encoding, which stays with the core."""
+    return policy_json(value)
 
 
 # -- decisions and actions -----------------------------------------------------------
@@ -335,7 +311,6 @@ RENDERS: dict[Any, Any] = {
     replies.ActiveAgent: active_agent,
     replies.QuarantinedAgent: quarantined_agent,
     replies.AgentList: agent_list,
-    replies.ToolRuleInForce: tool_rule,
     replies.PolicyInForce: policy,
     replies.AllowedDecision: allowed,
     replies.DeniedDecision: denied,

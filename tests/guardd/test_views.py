@@ -149,8 +149,6 @@ async def test_every_rendering_fits_its_shape_and_equals_the_cores(
         assert state.policy is not None
         check(replies.PolicyInForce, views.policy(state.policy), policy_json(state.policy))
         check(replies.PolicyInForce, await ask(c.GetPolicy()))
-        rule = state.policy.tools["mail"]
-        check(replies.ToolRuleInForce, views.tool_rule(rule))
         check(replies.Head, views.head(state.head))
 
         log = await ask(c.GetLogView())
