@@ -196,7 +196,7 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
     headers = declared.headers
     parse = None if declared.body is None else bodies.parser(declared.body)
 
-    async def endpoint(**args: Any) -> Response:
+    async def serve(**args: Any) -> Response:
         if token:
             who = authenticate(request.headers.get("Authorization"))
             if on_agent:
@@ -221,8 +221,8 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
         response: Response = await view(service, **args)
         return response
 
-    endpoint.__name__ = declared.view.__name__
-    return endpoint
+    serve.__name__ = declared.view.__name__
+    return serve
 
 
 def decision_response(service: Service, reply: dict[str, Any]) -> Response:
