@@ -83,7 +83,10 @@ def _operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]
 
 def _app_routes(tmp_path: Path) -> set[tuple[str, str]]:
     guard, _, _ = build(Settings("127.0.0.1", 9200, tmp_path / "guard-data", None))
-    app = create_app(guard)
+    return _app_routes_of(create_app(guard))
+
+
+def _app_routes_of(app: Any) -> set[tuple[str, str]]:
     routes = set()
     for rule in app.url_map.iter_rules():
         path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
@@ -101,6 +104,20 @@ def test_every_route_of_the_app_is_documented_and_nothing_else(
     app = _app_routes(tmp_path)
     assert app - documented == set(), "routes missing from the document"
     assert documented - app == set(), "documented operations the app does not have"
+
+
+@pytest.mark.parametrize("metrics", [True, False], ids=["metrics", "no-metrics"])
+async def test_the_served_document_is_that_of_the_apps_own_routes(
+    tmp_path: Path, metrics: bool
+) -> None:
+    guard, _, _ = build(Settings("127.0.0.1", 9200, tmp_path / "guard-data", None))
+    app = create_app(guard, metrics=metrics)
+    served = await (await app.test_client().get("/v1/openapi.json")).get_json()
+    documented = {(path, method) for path, method, _ in _operations(served)}
+    assert documented == _app_routes_of(app)
+    assert (("/metrics", "get") in documented) is metrics
+    if metrics:
+        assert served == orjson.loads(orjson.dumps(document()))
 
 
 # -- the document is valid ----------------------------------------------------
