@@ -59,6 +59,21 @@ def _tree(root: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def _checkpointed(data_dir: Path, agent_id: str) -> None:
+    """Wait until the running guardd has checkpointed the agent's head: its
+    checkpoint rounds write on a timer of their own, and a file written by
+    them between two snapshots is not the second guardd's doing."""
+    log = data_dir / "agents" / f"{agent_id}.jsonl"
+    checkpoint = data_dir / "checkpoints" / f"{agent_id}.checkpoint"
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        size = str(log.read_bytes().count(b"\n"))
+        if checkpoint.exists() and checkpoint.read_text().splitlines()[1:2] == [size]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no checkpoint of {agent_id}'s head within {START_TIMEOUT} s")
+
+
 def _wait_ready(url: str, proc: subprocess.Popen[str], **kwargs: object) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -105,6 +120,7 @@ def test_second_guardd_on_the_same_data_dir_exits_naming_the_holder_and_touches_
     assert api.server.proc is not None
     holder = api.server.proc.pid
     assert (data_dir / "lock").read_text().strip() == str(holder)
+    _checkpointed(data_dir, agent.agent_id)
     before = _tree(data_dir)
 
     code, out, err = _run(["--port", str(free_port()), "--data-dir", str(data_dir)])
