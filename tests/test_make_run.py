@@ -18,11 +18,14 @@ INSTALL_POSTGRES = ".venv/bin/pip install -q -e '.[postgres]'"
 def _run_commands(store: str | None) -> list[str]:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    env = {k: v for k, v in os.environ.items() if k != "GUARD_STORE"}
+    # Under `make test` the outer make's variables would make this one a
+    # sub-make, which prints "Entering directory" lines around the commands.
+    outer = {"GUARD_STORE", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"}
+    env = {k: v for k, v in os.environ.items() if k not in outer}
     if store is not None:
         env["GUARD_STORE"] = store
     done = subprocess.run(
-        ["make", "-n", "-B", "run"],
+        ["make", "--no-print-directory", "-n", "-B", "run"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -12,6 +12,7 @@ Public modules (``__all__``)::
     logfile     one log file: torn-tail detection, durable appends
     committer   one writer thread making every actor's batches durable per round
     lineindex   where each line starts, learnt on the first read back by seq
+    cursors     where a few readers of a log stopped, so that reading on is a seek
     lock        one owner per data directory (flock)
     faults      fault injection for the reliability tests (TEST-ONLY)
 
@@ -20,4 +21,13 @@ writes durable in ``committer``/``logfile``. A second store is not added
 here: it is a sibling package of this one (see ``agents_runtime.log``).
 """
 
-__all__ = ["committer", "datadir", "faults", "lineindex", "lock", "logfile", "store"]
+__all__ = [
+    "committer",
+    "cursors",
+    "datadir",
+    "faults",
+    "lineindex",
+    "lock",
+    "logfile",
+    "store",
+]
