@@ -254,11 +254,17 @@ class _Replayer:
             self.problem(record, f"ts {record['ts']} is before the previous record's")
         self.start = self.index
         now = parse_ts(record["ts"])
-        command = command_for(record)
+        # What is overdue is reported before the command is rebuilt, so that
+        # a record that cannot be (it raises) still has them reported first.
+        command: Command | ByTimer | str | None = None
+        try:
+            command = command_for(record)
+        finally:
+            if command is not BY_TIMER:
+                self._check_overdue(record, now)
         if command is BY_TIMER:
             self._expiry(record, now)
             return
-        self._check_overdue(record, now)
         if isinstance(command, str):
             self.problem(record, command)
             self._skip_command()

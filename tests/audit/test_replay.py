@@ -821,3 +821,20 @@ async def test_an_approval_passed_off_as_a_draw_is_caught(
         forge(granted, undraw),
         f'seq {seq} (act-2): action_allowed: grant_id is missing, the policy gives "grt-1"',
     )
+
+
+async def test_an_overdue_action_is_reported_before_a_record_that_does_not_apply(
+    held: Path,
+) -> None:
+    # The pending actions past their deadline are reported at the record
+    # that comes after it, even when that record cannot be rebuilt into its
+    # command: the overdue check runs before the command is read from it.
+    records = read(held)
+    at = index_of(records, "approval_expired", "act-2")
+    request = {**records[at + 2], "requested_cost": "a lot"}
+    assert request["kind"] == "action_requested"
+    result = replay_records([*records[:at], request])
+    messages = [problem.message for problem in result.problems]
+    assert [m.split(" is still pending")[0] for m in messages[:2]] == ["act-2", "act-3"]
+    assert messages[2].startswith("record does not apply to the agent's state: ValueError(")
+    assert len(messages) == 3
