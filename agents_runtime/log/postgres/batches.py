@@ -14,9 +14,10 @@ append to as well: the PostgreSQL store's strategy (``PgAgentLog.run_batch``).
 - **A failed write fences nothing.** A transaction committed or did not, so
   nothing is half-written: the rows are read back, and unless they are there
   the callers get 503 and the state is rebuilt before the next batch.
-- **Quarantine.** A record another node appended that fails verification, a
-  rebuilt log that no longer reaches the committed head, or a gap where the
-  committed head was (``HeadGone``: rows deleted under running nodes) ends
+- **Quarantine.** A record another node appended that fails verification,
+  or a gap where the committed head was (``HeadGone``: rows deleted under
+  running nodes, found by the append, the read of newer rows, or a rebuilt
+  log that no longer reaches the committed head; each says ``GAP``) ends
   the agent on this node: 503 ``quarantined``, listed as quarantined.
 
 The host (the actor) does what needs the agent's state, key or fold; this
@@ -31,6 +32,8 @@ import logging
 import random
 from collections.abc import Callable
 from typing import Protocol
+
+import attrs
 
 from agents_runtime.errors import (
     AgentError,
@@ -49,6 +52,11 @@ from agents_runtime.log.store import (
     HeadGone,
     HeadMoved,
 )
+from agents_runtime.log.verify import CHECKPOINT_MISMATCH, CHECKPOINT_OUTSIDE, TRUNCATED
+
+# What a rebuild that does not reach the committed head fails with: the
+# rows of that head are gone or replaced, the gap ``HeadGone`` names.
+_HEAD_MISSED = frozenset({TRUNCATED, CHECKPOINT_MISMATCH, CHECKPOINT_OUTSIDE})
 
 log = logging.getLogger("agents_runtime.log.postgres")
 
@@ -150,6 +158,8 @@ class SharedCommit:
                 # must still reach the committed head.
                 failure = await host.rebuild(host.committed)
                 if failure is not None:
+                    if failure.reason in _HEAD_MISSED:
+                        failure = attrs.evolve(failure, reason=GAP)
                     raise StoreUnavailable(self._quarantine(host, failure))
                 self.stale = False
             lines = await self._log.newer(host.committed)
