@@ -266,11 +266,12 @@ class Registry:
         return actor
 
     def _quarantined_while_serving(self, agent_id: str, failure: Failure) -> None:
-        """A record another node appended failed verification: the agent is
-        quarantined here as if it had failed at startup (its actor ends)."""
+        """A record another node appended failed verification, or the store
+        no longer holds the committed head (a gap): the agent is quarantined
+        here as if it had failed at startup (its actor ends)."""
         self.actors.pop(agent_id, None)
         self._found_serving.add(agent_id)
-        self._quarantine(agent_id, failure, "a record another node appended")
+        self._quarantine(agent_id, failure, "found while serving")
 
     def _start(self, actor: AgentActor) -> None:
         actor.task = self._tasks.start(actor.run(), name=f"agent:{actor.state.agent_id}")

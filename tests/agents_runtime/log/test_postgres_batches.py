@@ -37,7 +37,7 @@ async def registry(postgres_dsn: str, tmp_path: Path) -> AsyncIterator[Registry]
 
 
 async def test_a_rebuild_that_finds_the_committed_head_gone_quarantines_with_the_gap(
-    registry: Registry, postgres_dsn: str
+    registry: Registry, postgres_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A write that failed, or was refused after another node's, leaves the
     # state ahead of the store: the next batch rebuilds it from the rows,
@@ -64,3 +64,7 @@ async def test_a_rebuild_that_finds_the_committed_head_gone_quarantines_with_the
         await ref.ask(GetStatus())
     assert f"(seq {head}): {GAP})" in str(caught.value)
     assert registry.quarantined[agent_id].reason == GAP
+    # The log line does not blame another node's record for rows gone.
+    [line] = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
+    where = f"line {head + 1} (seq {head})"
+    assert line == f"agent {agent_id} quarantined: {where}: {GAP} (found while serving)"
