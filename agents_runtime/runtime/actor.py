@@ -128,15 +128,19 @@ class AgentRef:
         item = (command, future)
         if actor.mailbox.offer(item):
             return future
-        return _when_room(actor.mailbox, item, future)
+        return _when_room(actor, item, future)
 
 
 async def _when_room(
-    mailbox: Mailbox[tuple[Any, asyncio.Future[Any] | None]],
-    item: tuple[Any, asyncio.Future[Any]],
-    future: asyncio.Future[Any],
+    actor: AgentActor, item: tuple[Any, asyncio.Future[Any]], future: asyncio.Future[Any]
 ) -> Any:
-    await mailbox.put(item)
+    await actor.mailbox.put(item)
+    task = actor.task
+    if task is not None and task.done() and not future.done():
+        # The actor ended while this waited for room: the room was made by
+        # its last act (failing what its mailbox held), and nobody takes
+        # this command now.
+        future.set_exception(ShuttingDown("guardd is shutting down"))
     return await future
 
 

@@ -407,3 +407,31 @@ async def test_on_commit_is_told_each_batch_with_its_records_and_timings(
         await registry.stop()
     assert [records for records, _, _ in seen] == [2, 2, 2]  # action_requested + its decision
     assert all(write >= 0 and fsync > 0 for _, write, fsync in seen)
+
+
+async def test_a_sender_waiting_for_room_when_the_actor_ends_is_answered(
+    tmp_path: Path,
+) -> None:
+    # The mailbox is full and one more caller waits for room; the actor ends
+    # (cancelled at the end of a stop's grace, or quarantined while
+    # serving) and fails what its mailbox holds. The room that makes lets
+    # the waiting caller's command in after the actor has read its last: it
+    # must be answered all the same, not left waiting for ever.
+    async with running_registry(tmp_path) as registry:
+        await registry.create("a", policy())
+        actor = registry.actors["a"]
+        ref = registry.ref("a")
+        await ref.ask(c.GetStatus())  # the actor runs, waiting for its mailbox
+        assert actor.task is not None
+        queued = [ref.ask(c.GetStatus()) for _ in range(actor.mailbox.size)]
+        assert actor.mailbox.full()
+        waiting = asyncio.ensure_future(ref.ask(c.GetStatus()))
+        actor.task.cancel()
+        await asyncio.wait([actor.task])
+        answers = await asyncio.gather(*queued, return_exceptions=True)
+        assert all(isinstance(answer, ShuttingDown) for answer in answers)
+        for _ in range(5):  # the waiting caller's turn comes on the next steps
+            await asyncio.sleep(0)
+        assert waiting.done()
+        with pytest.raises(ShuttingDown):
+            waiting.result()
