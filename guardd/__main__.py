@@ -291,7 +291,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    app = create_app(guard, metrics=settings.metrics)
+    app = create_app(guard, metrics=settings.metrics, hook_wait=settings.hook_wait)
     metrics = _metrics_listener(settings, app, metrics_sock)
 
     async def shutdown_trigger() -> None:

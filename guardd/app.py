@@ -13,12 +13,13 @@ from quart import Quart, Response, g, request
 from quart.sessions import NullSession, SecureCookieSessionInterface, SessionMixin
 from quart.wrappers import BaseRequestWebsocket, Body
 
+from guardd.config import DEFAULT_HOOK_WAIT
 from guardd.errors import register_error_handlers
 from guardd.jsonio import MAX_BODY, SECURITY_HEADERS
 from guardd.limits import BODY_DEADLINE, Limits
 from guardd.metrics import Metrics, TimedQuart
 from guardd.openapi import document as openapi_document
-from guardd.routes import actions, agents, console, grants, log, meta
+from guardd.routes import actions, agents, console, grants, hooks, log, meta
 from guardd.routes.common import Guard, Service, ServiceBlueprint
 
 __all__ = ["BLUEPRINTS", "Guard", "NoSessions", "create_app", "document"]
@@ -32,6 +33,7 @@ BLUEPRINTS: tuple[ServiceBlueprint, ...] = (
     actions.blueprint,
     grants.blueprint,
     log.blueprint,
+    hooks.blueprint,
     meta.metrics_blueprint,
 )
 
@@ -57,9 +59,12 @@ class NoSessions(SecureCookieSessionInterface):
         pass
 
 
-def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
+def create_app(
+    guard: Guard, *, metrics: bool = True, hook_wait: float = DEFAULT_HOOK_WAIT
+) -> Quart:
     """The app; with ``metrics`` a TimedQuart whose ``metrics`` it keeps,
-    otherwise a plain Quart that times nothing and has no /metrics."""
+    otherwise a plain Quart that times nothing and has no /metrics.
+    ``hook_wait``: seconds a Claude Code hook waits for an operator."""
     meter = Metrics(guard.registry) if metrics else None
     if meter is None:
         app = Quart("guardd", static_folder=None)
@@ -73,7 +78,7 @@ def create_app(guard: Guard, *, metrics: bool = True) -> Quart:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.session_interface = NoSessions()
     register_error_handlers(app)
-    service = Service(guard, meter)
+    service = Service(guard, meter, hook_wait=hook_wait)
     registry = guard.registry
 
     @app.while_serving

@@ -52,6 +52,13 @@ def require_admin(caller: Caller) -> None:
         raise ApiForbidden("this endpoint needs the admin token")
 
 
+def require_agent(caller: Caller) -> str:
+    """The agent an agent token names; 403 for the admin token."""
+    if caller.agent_id is None:
+        raise ApiForbidden("this endpoint needs an agent token: it acts on the token's agent")
+    return caller.agent_id
+
+
 def require_agent_or_admin(caller: Caller, agent_id: str) -> None:
     if not caller.is_admin and caller.agent_id != agent_id:
         raise ApiForbidden("an agent token may act on its own agent only")

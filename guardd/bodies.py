@@ -17,11 +17,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
+from cattrs.gen import make_dict_structure_fn
 
 from agents_runtime.core.behaviour import SYSTEM
 from agents_runtime.core.money import Money, to_money
@@ -31,9 +32,11 @@ from agents_runtime.core.vocabulary import Outcome, Severity
 from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import MAX_SAFE_INT
 from agents_runtime.log.record import timestamp
+from guardd.endpoints import MAX_IDEMPOTENCY_KEY
 from guardd.errors import BadRequest
 from guardd.wire import (
     AgentId,
+    CallId,
     Count,
     InputMatch,
     Name,
@@ -125,6 +128,41 @@ class ActionRequest:
 class OutcomeReport:
     status: Outcome = doc("`harmful` needs the admin token.")
     detail: Text | None = None
+
+
+# The hook events POST /v1/hooks/claude-code serves.
+PRE_TOOL_USE, POST_TOOL_USE, POST_TOOL_USE_FAILURE = (
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+)
+HOOK_EVENTS = (PRE_TOOL_USE, POST_TOOL_USE, POST_TOOL_USE_FAILURE)
+
+
+@attrs.frozen
+class ClaudeCodeHook:
+    """A Claude Code hook's input, as Claude Code posts it. Only the keys below
+    are read; any other (`session_id`, `cwd`, `transcript_path`,
+    `permission_mode`, and whatever later versions add) is accepted and left
+    alone."""
+
+    more_keys: ClassVar[bool] = True  # Claude Code adds keys over time
+
+    hook_event_name: str = doc(
+        "`PreToolUse` asks for the call; `PostToolUse` and `PostToolUseFailure` "
+        "report its outcome. Any other event is 400."
+    )
+    tool_name: Tool = doc("The tool, as the agent's policy names it.")
+    tool_use_id: CallId = doc(
+        f"The call's ID: the action's Idempotency-Key (1 to {MAX_IDEMPOTENCY_KEY} "
+        "printable ASCII characters)."
+    )
+    tool_input: Any = optional("The call's arguments, recorded verbatim.")
+    tool_response: Any = optional(
+        "PostToolUse: what the tool answered. An object with `success: false` or "
+        "`is_error: true` reports a failure."
+    )
+    error: Any = optional("PostToolUseFailure: what went wrong (a string, kept as the detail).")
 
 
 @attrs.frozen
@@ -311,6 +349,18 @@ def _input_match(value: Any, _: Any) -> dict[str, Any]:
     return value
 
 
+def _call_id(value: Any, _: Any) -> str:
+    # The same rule as the Idempotency-Key header it stands for.
+    if not (
+        isinstance(value, str)
+        and 1 <= len(value) <= MAX_IDEMPOTENCY_KEY
+        and value.isascii()
+        and value.isprintable()
+    ):
+        raise ValueError(f"must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters")
+    return value
+
+
 def _object(value: Any) -> Any:
     if not isinstance(value, dict):
         raise ValueError("must be an object")
@@ -324,6 +374,7 @@ _converter.register_structure_hook(Text, _string(MAX_TEXT, "text", _unwanted_in_
 _converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
 _converter.register_structure_hook(AgentId, _agent_id)
 _converter.register_structure_hook(Count, _count)
+_converter.register_structure_hook(CallId, _call_id)
 _converter.register_structure_hook(Seconds, _seconds)
 _converter.register_structure_hook(Timestamp, _timestamp)
 _converter.register_structure_hook(InputMatch, _input_match)
@@ -350,6 +401,7 @@ BODIES: dict[str, type[Any]] = {
     "IssueGrant": GrantBody,
     "RevokeGrant": RevokeGrantBody,
     "Policy": PolicyBody,
+    "ClaudeCodeHook": ClaudeCodeHook,
 }
 # Every model of this module by its document name: the bodies and the
 # policy's parts.
@@ -361,8 +413,13 @@ NAMES: dict[type[Any], str] = {
 
 
 def _strict(model: type[Any]) -> Callable[[Any, Any], Any]:
-    """The structure hook of a body model: an object of its fields, nothing else."""
-    fields = _converter.gen_structure_attrs_fromdict(model)
+    """The structure hook of a body model: an object of its fields, nothing
+    else, unless the model says ``more_keys`` (then other keys are ignored)."""
+    fields: Callable[[Any, Any], Any]
+    if getattr(model, "more_keys", False):
+        fields = make_dict_structure_fn(model, _converter, _cattrs_forbid_extra_keys=False)
+    else:
+        fields = _converter.gen_structure_attrs_fromdict(model)
     return lambda value, type_: fields(_object(value), type_)
 
 
@@ -415,12 +472,23 @@ def parse_create_agent(value: Any) -> NewAgent:
     return NewAgent(body.agent_id, parse_policy_body(body.policy, "$.policy"))
 
 
+def parse_claude_code_hook(value: Any) -> ClaudeCodeHook:
+    """A hook's input: its event first, so that an event this endpoint does not
+    serve is named as such rather than by the keys its input lacks."""
+    event = value.get("hook_event_name") if isinstance(value, dict) else None
+    if isinstance(event, str) and event not in HOOK_EVENTS:
+        served = ", ".join(HOOK_EVENTS)
+        raise BadRequest(f"$.hook_event_name: {event!r} is not served here (only {served})")
+    return parse_body(value, ClaudeCodeHook)
+
+
 # What turns each body into what its route is handed; any other body model is
 # structured as itself by parse_body.
 PARSERS: dict[type[Any], Callable[[Any], Any]] = {
     CreateAgent: parse_create_agent,
     GrantBody: parse_grant_body,
     PolicyBody: parse_policy_body,
+    ClaudeCodeHook: parse_claude_code_hook,
 }
 
 

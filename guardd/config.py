@@ -14,6 +14,10 @@ import attrs
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9200
 DEFAULT_DATA_DIR = "guard-data"
+# Seconds POST /v1/hooks/claude-code holds a call waiting for an operator:
+# under the 60 seconds Claude Code gives an HTTP hook unless told otherwise.
+DEFAULT_HOOK_WAIT = 50
+MAX_HOOK_WAIT = 600
 LOG_FORMATS = ("text", "json")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
@@ -41,6 +45,7 @@ class Settings:
     # --checkpoint-dir, GUARD_CHECKPOINT_DIR; None: the store's own place
     # (<data-dir>/checkpoints for files, <data-dir>/store-checkpoints for PostgreSQL)
     checkpoint_dir: Path | None = None
+    hook_wait: float = DEFAULT_HOOK_WAIT  # --hook-wait, GUARD_HOOK_WAIT
 
     @property
     def tls(self) -> bool:
@@ -132,6 +137,16 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "log lines as text, or as one JSON object per line",
         choices=LOG_FORMATS,
     )
+    _option(
+        parser,
+        "--hook-wait",
+        env,
+        "GUARD_HOOK_WAIT",
+        str(DEFAULT_HOOK_WAIT),
+        f"seconds (1 to {MAX_HOOK_WAIT}) a Claude Code hook call held for an operator "
+        "waits before it is withdrawn and denied",
+        metavar="SECONDS",
+    )
     parser.add_argument(
         "--no-metrics",
         dest="metrics",
@@ -218,6 +233,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     token = env.get("GUARD_ADMIN_TOKEN") or None
     if token is not None:
         check_admin_token(token, "GUARD_ADMIN_TOKEN")
+    hook_wait = hook_wait_seconds(args.hook_wait)
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
@@ -262,8 +278,19 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         webhook_format=args.webhook_format,
         public_url=args.public_url,
         store=store,
+        hook_wait=hook_wait,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
+
+
+def hook_wait_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 1 <= seconds <= MAX_HOOK_WAIT:  # also false for NaN
+        raise SettingsError(f"--hook-wait must be 1 to {MAX_HOOK_WAIT} seconds, not {text!r}")
+    return seconds
 
 
 def listen_address(text: str) -> tuple[str, int]:

@@ -37,14 +37,17 @@ MAX_IDEMPOTENCY_KEY = 128  # characters
 class Access(Enum):
     """Who an endpoint admits (its value: what the document says of it). On a
     path that names an agent (``<agent_id>``) the agent is found after the
-    token is checked: 404, or 503 quarantined."""
+    token is checked: 404, or 503 quarantined. ``TOKEN_AGENT`` admits an
+    agent token alone, and acts on the agent that token names (the path names
+    none): for a caller that cannot put its agent's ID in a URL."""
 
     PUBLIC = "no token"
     ADMIN = "Admin token only."
     AGENT = "Its own agent token, or admin."  # on a path that names an agent
+    TOKEN_AGENT = "An agent token only (the admin token is 403): it acts on the token's agent."  # noqa: S105
 
 
-PUBLIC, ADMIN, AGENT = Access.PUBLIC, Access.ADMIN, Access.AGENT
+PUBLIC, ADMIN, AGENT, TOKEN_AGENT = Access.PUBLIC, Access.ADMIN, Access.AGENT, Access.TOKEN_AGENT
 
 
 @attrs.frozen
@@ -130,13 +133,18 @@ class Endpoint:
     def on_agent(self) -> bool:
         return "agent_id" in self.path_params
 
+    @property
+    def has_agent(self) -> bool:
+        """It acts on one agent: the path's, or the token's."""
+        return self.on_agent or self.caller is TOKEN_AGENT
+
     def codes(self) -> tuple[str, ...]:
         """Every error code this endpoint can answer, in a fixed order."""
         codes: list[str] = []
         if self.caller is not PUBLIC:
             codes += ["unauthorized", "forbidden"]
         codes.append("internal")
-        if self.on_agent:
+        if self.has_agent:
             codes += ["not_found", "quarantined"]
         if self.query or self.headers:
             codes.append("bad_request")

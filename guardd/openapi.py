@@ -31,7 +31,7 @@ from agents_runtime.log.canonical import MAX_DEPTH, MAX_SAFE_INT
 from agents_runtime.log.ids import AGENT_ID
 from guardd import bodies, replies, wire
 from guardd.bodies import MAX_NAME, MAX_TEXT
-from guardd.endpoints import JSON, PATH_PARAMS, PUBLIC, Endpoint, Header, Query
+from guardd.endpoints import JSON, MAX_IDEMPOTENCY_KEY, PATH_PARAMS, PUBLIC, Endpoint, Header, Query
 from guardd.errors import STATUS
 from guardd.jsonio import MAX_BODY
 
@@ -71,7 +71,8 @@ JSON body is accepted, a form-encoded body is 400): no duplicate keys, no
 `NaN` or infinities, integers within ±{MAX_SAFE_INT} (2^53-1), no lone
 surrogates, valid UTF-8, nesting at most {MAX_DEPTH} levels. Unknown keys and
 wrong types are 400 `bad_request` whose message names the key path, e.g.
-`$.tools.search.requires_aproval: unknown key`.
+`$.tools.search.requires_aproval: unknown key`. One body takes other keys
+and ignores them: a Claude Code hook's input, which Claude Code extends.
 
 **Numbers.** Money (budgets, costs, `spent`, `remaining`) is exact: at most
 {PLACES} decimal places and below {MONEY_LIMIT}. Responses write integral
@@ -174,6 +175,7 @@ _TYPES: dict[Any, Callable[[str | None], Schema]] = {
     wire.GrantId: _plain(_string(pattern=GRANT_ID)),
     wire.Receipt: _plain(_RECEIPT),
     wire.ErrorCode: _plain({"type": "string", "enum": ERROR_CODES}),
+    wire.CallId: _plain(_string(1, MAX_IDEMPOTENCY_KEY, pattern="^[ -~]+$")),
     # Money in a request: what it may be is part of what it means.
     Money: lambda description: _money(
         MONEY_RULES if description is None else f"{description} {MONEY_RULES}"

@@ -450,3 +450,31 @@ class VerifyReport(OneOf):
     """The service's verification of an agent's log."""
 
     variants = (VerifiedLog, FailedLog)
+
+
+# -- Claude Code's hook output ---------------------------------------------------------
+# Its keys are Claude Code's, hence not snake_case.
+
+
+@attrs.frozen(kw_only=True)
+class PreToolUseDecision:
+    """`allow` runs the call; `deny` stops it and shows Claude the reason."""
+
+    hookEventName: Literal["PreToolUse"]
+    permissionDecision: Literal["allow", "deny"]
+    permissionDecisionReason: str = optional(
+        "On deny: the reason code and what it means (for a call nobody decided in "
+        "time, that it waited for an operator at the console)."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class PreToolUseOutput:
+    """The answer to a PreToolUse hook."""
+
+    hookSpecificOutput: PreToolUseDecision
+
+
+@attrs.frozen(kw_only=True)
+class HookAck:
+    """The answer to a PostToolUse or PostToolUseFailure hook: nothing to add."""

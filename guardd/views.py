@@ -298,6 +298,29 @@ def verify_report(report: Report) -> Json:
     return {"ok": False, "records": report.records, "failure": verify_failure(report.failure)}
 
 
+# -- Claude Code's hook output ----------------------------------------------------
+
+HOOK_ACK: Json = {}  # a PostToolUse answer: Claude Code goes on as it would
+
+
+def allow_tool_use() -> Json:
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}
+
+
+def deny_tool_use(reason: str) -> Json:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def hook_ack() -> Json:
+    return HOOK_ACK
+
+
 # Each shape of guardd.replies with the function that renders it (the test
 # of this module renders each and checks it against its shape).
 RENDERS: dict[Any, Any] = {
@@ -323,4 +346,6 @@ RENDERS: dict[Any, Any] = {
     replies.LogPage: log_page,
     replies.VerifyFailure: verify_failure,
     replies.VerifyReport: verify_report,
+    replies.PreToolUseOutput: deny_tool_use,
+    replies.HookAck: hook_ack,
 }

@@ -42,6 +42,7 @@ Positive = NewType("Positive", Decimal)  # above 0, within the limits of money
 Receipt = NewType("Receipt", list)  # type: ignore[type-arg]  # two signed log lines
 AgentToken = NewType("AgentToken", str)  # agt_<agent_id>.<mac>
 ErrorCode = NewType("ErrorCode", str)  # one of guardd.errors.STATUS
+CallId = NewType("CallId", str)  # a tool call's ID, used as its Idempotency-Key
 
 # What guardd.openapi reads off a field beside its type: its description.
 DESCRIPTION = "description"

@@ -5,7 +5,8 @@ decision (``decisions.conclude``); a request the policy would hold for
 approval is allowed at once when a grant covers it. A repeated
 ``Idempotency-Key`` writes nothing and answers with the first decision. An
 allowed action's outcome (``ReportOutcome``) adds a scar when it failed or
-did harm. ``GetAction`` shows one action; ``WatchAction`` (a long-poll) is
+did harm. ``GetAction`` shows one action, ``FindAction`` names the one an
+Idempotency-Key asked for; ``WatchAction`` (a long-poll) is
 answered by the actor itself.
 """
 
@@ -82,6 +83,16 @@ class RequestAction(Command):
 @attrs.frozen
 class GetAction(Command):
     action_id: str
+
+
+@attrs.frozen
+class FindAction(Command):
+    """Reply: the ID of the action first requested with this Idempotency-Key,
+    or None. Reads nothing: an adapter that learns a call's ID only from its
+    own key (a Claude Code hook's ``tool_use_id``) finds the action without
+    asking for it again, which would create one for a key never seen."""
+
+    idempotency_key: str
 
 
 @attrs.frozen
@@ -179,6 +190,11 @@ def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...]:
 
 def get_action(state: AgentState, cmd: GetAction, now: float, lines: Lines) -> Any:
     return action_json(state, known_action(state, cmd.action_id), lines)
+
+
+def find_action(state: AgentState, cmd: FindAction, now: float, lines: Lines) -> str | None:
+    n = state.idempotency.get(cmd.idempotency_key)
+    return None if n is None else f"act-{n}"
 
 
 def _fold_requested(state: AgentState, r: Record) -> None:
@@ -318,6 +334,7 @@ KIND_ENTRIES = (
 COMMAND_ENTRIES = (
     CommandEntry(command=RequestAction, writes=request_action, view=None, reads=request_reads),
     CommandEntry(command=GetAction, writes=None, view=get_action, reads=get_action_reads),
+    CommandEntry(command=FindAction, writes=None, view=find_action, reads=None),
     CommandEntry(command=ReportOutcome, writes=report_outcome, view=None, reads=None),
     # A long-poll: the actor answers it itself, when the action is decided.
     CommandEntry(command=WatchAction, writes=None, view=None, reads=None),

@@ -9,7 +9,13 @@ This module only re-exports them: a new command is imported from its own
 module, and need not be added here.
 """
 
-from agents_runtime.core.actions import GetAction, ReportOutcome, RequestAction, WatchAction
+from agents_runtime.core.actions import (
+    FindAction,
+    GetAction,
+    ReportOutcome,
+    RequestAction,
+    WatchAction,
+)
 from agents_runtime.core.agent import GetLogView, GetPolicy, GetStatus, SetPolicy
 from agents_runtime.core.decisions import Approve, Cancel, ListPending, Reject
 from agents_runtime.core.entries import Command
@@ -25,6 +31,7 @@ __all__ = [
     "Approve",
     "Cancel",
     "Command",
+    "FindAction",
     "GetAction",
     "GetLogView",
     "GetPolicy",

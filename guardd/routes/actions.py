@@ -4,18 +4,15 @@ cancel by the agent or an operator."""
 
 from __future__ import annotations
 
-import asyncio
-
 from quart import Response
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.vocabulary import ActionStatus
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies
 from guardd.auth import Caller
 from guardd.endpoints import ADMIN, AGENT, IDEMPOTENCY_KEY, WAIT, Reply
 from guardd.jsonio import json_response
-from guardd.routes.common import Service, ServiceBlueprint, decision_response
+from guardd.routes.common import Service, ServiceBlueprint, decision_response, watch_action
 
 blueprint = ServiceBlueprint("actions", __name__, tag="agents")
 
@@ -62,26 +59,7 @@ async def pending(service: Service, ref: AgentRef) -> Response:
     reply=Reply(replies.Action, "The action."),
 )
 async def get_action(service: Service, ref: AgentRef, action_id: str, wait: float) -> Response:
-    action = await ref.ask(c.GetAction(action_id))
-    if not wait or action["status"] != ActionStatus.PENDING_APPROVAL:
-        return json_response(action)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    # Another node may decide it and its notification be lost: each
-    # GetAction reads the store, so poll as often as the store asks.
-    poll = service.guard.registry.store.poll_interval or wait
-    while True:
-        changed = await ref.ask(c.WatchAction(action_id))
-        await asyncio.wait({changed}, timeout=min(poll, deadline - loop.time()))
-        woken = changed.done()
-        if not woken:
-            changed.cancel()
-        action = await ref.ask(c.GetAction(action_id))
-        if woken or action["status"] != ActionStatus.PENDING_APPROVAL:
-            break
-        if loop.time() >= deadline:
-            break
-    return json_response(action)
+    return json_response(await watch_action(service, ref, action_id, wait))
 
 
 @blueprint.endpoint(

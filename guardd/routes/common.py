@@ -24,6 +24,7 @@ goes before the body has arrived (docs/design.md, "Hostile clients").
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,12 +33,26 @@ import attrs
 from quart import Blueprint, Response, request
 from quart.blueprints import BlueprintSetupState
 
+from agents_runtime.core import commands as c
+from agents_runtime.core.vocabulary import ActionStatus
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.keys import KeyRing
+from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from guardd import bodies
-from guardd.auth import Authenticator, require_admin, require_agent_or_admin
-from guardd.endpoints import ADMIN, AGENT, PUBLIC, Access, Endpoint, Header, Query, Reply
+from guardd.auth import Authenticator, require_admin, require_agent, require_agent_or_admin
+from guardd.config import DEFAULT_HOOK_WAIT
+from guardd.endpoints import (
+    ADMIN,
+    AGENT,
+    PUBLIC,
+    TOKEN_AGENT,
+    Access,
+    Endpoint,
+    Header,
+    Query,
+    Reply,
+)
 from guardd.jsonio import json_response, read_json
 from guardd.metrics import Metrics
 from guardd.readiness import Readiness
@@ -66,13 +81,15 @@ def _readiness(service: Service) -> Readiness:
 @attrs.frozen
 class Service:
     """What one app's views act for: the Guard, the app's metrics (None when
-    they are off), its readiness and its endpoints."""
+    they are off), its readiness, its endpoints, and how long a Claude Code
+    hook waits for an operator (``--hook-wait``)."""
 
     guard: Guard
     meter: Metrics | None = None
     readiness: Readiness = attrs.field(default=attrs.Factory(_readiness, takes_self=True))
     # The endpoints registered for it, in order: what its OpenAPI document lists.
     endpoints: list[Endpoint] = attrs.field(factory=list, eq=False, repr=False)
+    hook_wait: float = DEFAULT_HOOK_WAIT
 
 
 class _BindingSetupState(BlueprintSetupState):
@@ -166,10 +183,12 @@ def arguments(declared: Endpoint) -> frozenset[str]:
         given.add("body")
     if declared.caller is not PUBLIC:
         given.add("who")
-    if declared.on_agent:
+    if declared.has_agent:
         given.add("ref")
     if declared.caller is AGENT and not declared.on_agent:
         raise TypeError(f"{name}: an agent's own token needs a path that names the agent")
+    if declared.caller is TOKEN_AGENT and declared.on_agent:
+        raise TypeError(f"{name}: the token names the agent: the path must not")
     optional = {"who", "ref", "agent_id"}
     if taken - given:
         raise TypeError(f"{name}: nothing hands it {sorted(taken - given)}")
@@ -189,6 +208,7 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
     token = declared.caller is not PUBLIC
     admin_only = declared.caller is ADMIN
     on_agent = declared.on_agent
+    token_agent = declared.caller is TOKEN_AGENT
     give_who = "who" in taken
     give_ref = "ref" in taken
     keep_agent_id = "agent_id" in taken
@@ -208,6 +228,10 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
                 ref = find(agent_id)  # 404, or 503 quarantined
                 if give_ref:
                     args["ref"] = ref
+            elif token_agent:
+                ref = find(require_agent(who))  # 404, or 503 quarantined
+                if give_ref:
+                    args["ref"] = ref
             else:
                 require_admin(who)
             if give_who:
@@ -223,6 +247,33 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
 
     serve.__name__ = declared.view.__name__
     return serve
+
+
+async def watch_action(
+    service: Service, ref: AgentRef, action_id: str, wait: float
+) -> dict[str, Any]:
+    """The action, once it leaves pending_approval or after ``wait`` seconds
+    (a long-poll; at once when ``wait`` is 0)."""
+    action: dict[str, Any] = await ref.ask(c.GetAction(action_id))
+    if not wait or action["status"] != ActionStatus.PENDING_APPROVAL:
+        return action
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    # Another node may decide it and its notification be lost: each
+    # GetAction reads the store, so poll as often as the store asks.
+    poll = service.guard.registry.store.poll_interval or wait
+    while True:
+        changed = await ref.ask(c.WatchAction(action_id))
+        await asyncio.wait({changed}, timeout=min(poll, deadline - loop.time()))
+        woken = changed.done()
+        if not woken:
+            changed.cancel()
+        action = await ref.ask(c.GetAction(action_id))
+        if woken or action["status"] != ActionStatus.PENDING_APPROVAL:
+            break
+        if loop.time() >= deadline:
+            break
+    return action
 
 
 def decision_response(service: Service, reply: dict[str, Any]) -> Response:

@@ -172,6 +172,9 @@ async def test_every_rendering_fits_its_shape_and_equals_the_cores(
     check(replies.AgentList, views.agent_list([active, quarantined]))
     check(replies.PublicKey, views.public_key("ab" * 32))
     check(replies.Ok, views.OK)
+    check(replies.PreToolUseOutput, views.allow_tool_use())
+    check(replies.PreToolUseOutput, views.deny_tool_use("tool_not_allowed: ..."))
+    check(replies.HookAck, views.hook_ack())
 
     assert seen >= set(views.RENDERS), sorted(s.__name__ for s in set(views.RENDERS) - seen)
 

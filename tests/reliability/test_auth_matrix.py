@@ -7,6 +7,9 @@ docs/api.md ("Authentication") says:
 - a token of an agent that does not exist, on that agent's own path: 404 ``not_found``
   (on an admin-only endpoint: 403, an agent token never reaches those);
 - the admin, and an agent on its own agent-or-admin endpoints: success;
+- an endpoint that acts on the token's own agent (the Claude Code hook): any
+  valid agent token succeeds, the admin token is 403 ``forbidden``, a token
+  of an agent that does not exist 404 ``not_found``;
 - the unauthenticated endpoints answer whatever the Authorization header says.
 
 One server for the module; each case that may succeed gets a fresh agent, so
@@ -33,6 +36,7 @@ from tests.reliability.support import ok_json, policy
 from tests.support.server import GuardServer
 
 PUBLIC, ADMIN_ONLY, AGENT_OR_ADMIN = "public", "admin-only", "agent-or-admin"
+TOKEN_AGENT = "the token's agent"  # no agent in the path; agent tokens only
 GHOST = "ghost-agent"  # never created
 BYSTANDER = "bystander"
 SHARED = "owner-shared"  # the agent of every case that must fail
@@ -114,6 +118,12 @@ ROUTES = [
     Route("POST", "/v1/agents/<agent_id>/terminate", ADMIN_ONLY, {"reason": "r", "by": "op"}),
     Route("GET", "/v1/agents/<agent_id>/log", ADMIN_ONLY),
     Route("GET", "/v1/agents/<agent_id>/verify", ADMIN_ONLY),
+    Route(
+        "POST",
+        "/v1/hooks/claude-code",
+        TOKEN_AGENT,
+        {"hook_event_name": "PreToolUse", "tool_name": "work", "tool_use_id": "toolu_auth"},
+    ),
 ]
 
 
@@ -123,6 +133,8 @@ def expected_on_existing_agent(route: Route, caller: str) -> int:
         return 200
     if caller in (NO_TOKEN, GARBAGE, FOREIGN_KEY):
         return 401
+    if route.access == TOKEN_AGENT:
+        return {ADMIN: 403, NONEXISTENT: 404}.get(caller, route.success)
     if caller == ADMIN:
         return route.success
     if route.access == AGENT_OR_ADMIN and caller == OWN and "<agent_id>" in route.rule:
