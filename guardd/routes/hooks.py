@@ -21,7 +21,7 @@ from quart import Response
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.vocabulary import ActionStatus, Decision, Outcome, ReasonCode
-from agents_runtime.errors import InvalidState
+from agents_runtime.errors import IdempotencyConflict, InvalidState
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies, views
 from guardd.auth import Caller
@@ -50,10 +50,10 @@ _GUARD = "Agent Action Guard"
         "PostToolUse and PostToolUseFailure: `{}`.",
     ),
     writes=True,
-    errors=("idempotency_conflict",),
     description="PreToolUse asks for the call as `POST /v1/agents/{agent_id}/actions` "
     "would, with `tool_name` as the tool, `tool_input` as the input and `tool_use_id` "
-    "as the Idempotency-Key. A call held for an operator waits up to `--hook-wait` "
+    "as the Idempotency-Key (the same ID with another tool or input is denied, "
+    "not 409). A call held for an operator waits up to `--hook-wait` "
     "seconds (default 50); undecided by then, it is cancelled by the agent and denied. "
     "PostToolUse reports `success` for the action `tool_use_id` asked for, or `failure` "
     "when `tool_response` has `success: false` or `is_error: true`; PostToolUseFailure "
@@ -74,7 +74,11 @@ async def _pre_tool_use(
     service: Service, who: Caller, ref: AgentRef, body: bodies.ClaudeCodeHook
 ) -> dict[str, Any]:
     command = c.RequestAction(body.tool_name, body.tool_input, None, body.tool_use_id)
-    decision = await ref.ask(command)
+    try:
+        decision = await ref.ask(command)
+    except IdempotencyConflict as exc:
+        # A 409 would be a hook error, on which Claude Code runs the tool.
+        return views.deny_tool_use(f"{_GUARD} denied this call (idempotency_conflict): {exc}")
     meter = service.meter
     if meter is not None:
         meter.decision(decision)

@@ -168,6 +168,16 @@ def test_the_same_tool_use_id_twice_is_one_action(api: Api) -> None:
     assert len(actions(api, agent)) == 1
 
 
+def test_the_same_tool_use_id_with_another_input_is_denied_not_an_error(api: Api) -> None:
+    agent = api.create()
+    asked = pre("search", {"query": "a"})
+    decision_of(agent.client.post(HOOK, json=asked))
+    output = decision_of(agent.client.post(HOOK, json={**asked, "tool_input": {"query": "b"}}))
+    assert output["permissionDecision"] == "deny"
+    assert "idempotency_conflict" in output["permissionDecisionReason"]
+    assert len(actions(api, agent)) == 1
+
+
 def test_post_tool_use_records_success(api: Api) -> None:
     agent = api.create()
     asked = pre("search")
