@@ -14,6 +14,7 @@ session for what is only a report.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -86,15 +87,17 @@ async def _pre_tool_use(
         return _answer(decision["decision"], decision.get("reason"))
     action_id = decision["action_id"]
     wait = service.hook_wait
-    action = await watch_action(service, ref, action_id, wait)
+    try:
+        action = await watch_action(service, ref, action_id, wait)
+    except asyncio.CancelledError:
+        # Claude Code gave up first (its hook timeout) and closed the
+        # connection: nobody would hear an approval now, so withdraw the call.
+        await asyncio.shield(_withdraw(ref, who, action_id, "Claude Code stopped waiting"))
+        raise
     if action["status"] == ActionStatus.PENDING_APPROVAL:
         shown = f"{wait:g}"
-        reason = f"no operator decided within {shown} seconds of the Claude Code hook's wait"
-        try:
-            await ref.ask(c.Cancel(action_id, who.role, reason))
-        except InvalidState:
-            pass  # decided meanwhile: the action says how
-        action = await ref.ask(c.GetAction(action_id))
+        reason = f"Claude Code hook: no operator decided within {shown} seconds"
+        action = await _withdraw(ref, who, action_id, reason)
         if action["status"] == ActionStatus.CANCELLED:
             return views.deny_tool_use(
                 f"{_GUARD} held this call ({action_id}) for an operator to approve at "
@@ -106,6 +109,17 @@ async def _pre_tool_use(
     return _answer(
         Decision.ALLOWED if status in _ALLOWED_STATUSES else status, action.get("reason")
     )
+
+
+async def _withdraw(ref: AgentRef, who: Caller, action_id: str, reason: str) -> dict[str, Any]:
+    """Cancel the held action as its agent; the action as it then stands
+    (decided meanwhile, it says how)."""
+    try:
+        await ref.ask(c.Cancel(action_id, who.role, reason))
+    except InvalidState:
+        pass
+    action: dict[str, Any] = await ref.ask(c.GetAction(action_id))
+    return action
 
 
 def _answer(decision: str, reason: dict[str, Any] | None) -> dict[str, Any]:

@@ -152,6 +152,26 @@ def test_a_held_call_nobody_decides_in_time_is_cancelled_and_denied(short_wait_a
     assert ok(api.admin.get(f"{agent.path}/actions/pending"))["pending"] == []
 
 
+def test_a_held_call_is_withdrawn_when_claude_code_stops_waiting(api: Api) -> None:
+    agent = api.create()
+    # A client that gives up long before --hook-wait, as Claude Code does when
+    # its hook's timeout is the shorter.
+    gives_up = httpx.Timeout(30.0, read=0.5)
+    with api.server.client(agent.token) as hasty, pytest.raises(httpx.ReadTimeout):
+        hasty.post(HOOK, json=pre("send_email"), timeout=gives_up)
+    for _ in range(200):
+        action = ok(agent.client.get(f"{agent.path}/actions/act-1"))
+        if action["status"] != "pending_approval":
+            break
+        time.sleep(0.05)
+    assert action["status"] == "cancelled"
+    assert action["reason"] == {
+        "code": "cancelled",
+        "by": "agent",
+        "reason": "Claude Code stopped waiting",
+    }
+
+
 def test_a_hook_wait_out_of_range_stops_guardd_at_startup(tmp_path: Path) -> None:
     server = GuardServer(tmp_path / "guard-data", env={"GUARD_HOOK_WAIT": "0"})
     with pytest.raises(RuntimeError):
