@@ -24,8 +24,8 @@ def pre(tool: str, tool_input: Any = None, **more: Any) -> dict[str, Any]:
     """A PreToolUse input as Claude Code sends it."""
     return {
         "session_id": "abc123",
-        "transcript_path": "/home/user/.claude/projects/p/abc123.jsonl",
-        "cwd": "/home/user/p",
+        "transcript_path": "~/.claude/projects/p/abc123.jsonl",
+        "cwd": "~/p",
         "permission_mode": "default",
         "hook_event_name": "PreToolUse",
         "tool_name": tool,
