@@ -39,15 +39,26 @@ class Access(Enum):
     path that names an agent (``<agent_id>``) the agent is found after the
     token is checked: 404, or 503 quarantined. ``TOKEN_AGENT`` admits an
     agent token alone, and acts on the agent that token names (the path names
-    none): for a caller that cannot put its agent's ID in a URL."""
+    none): for a caller that cannot put its agent's ID in a URL. An operator
+    (the admin token, an operator token, a person signed in) must hold the
+    endpoint's role (``Endpoint.role``)."""
 
     PUBLIC = "no token"
-    ADMIN = "Admin token only."
-    AGENT = "Its own agent token, or admin."  # on a path that names an agent
-    TOKEN_AGENT = "An agent token only (the admin token is 403): it acts on the token's agent."  # noqa: S105
+    OPERATOR = "An operator only."
+    AGENT = "Its own agent token, or an operator."  # on a path that names an agent
+    TOKEN_AGENT = "An agent token only (an operator is 403): it acts on the token's agent."  # noqa: S105
 
 
-PUBLIC, ADMIN, AGENT, TOKEN_AGENT = Access.PUBLIC, Access.ADMIN, Access.AGENT, Access.TOKEN_AGENT
+PUBLIC, OPERATOR, AGENT, TOKEN_AGENT = (
+    Access.PUBLIC,
+    Access.OPERATOR,
+    Access.AGENT,
+    Access.TOKEN_AGENT,
+)
+# The OpenAPI keys that say who an operation admits: the Access member's name
+# in lower case (public, operator, agent, token_agent), and the operator role.
+CALLER_EXTENSION = "x-guard-caller"
+ROLE_EXTENSION = "x-guard-role"
 
 
 @attrs.frozen
@@ -113,6 +124,9 @@ class Endpoint:
     reply: Reply
     view: Callable[..., Any]
     tag: str
+    # The operator role it needs (guardd.auth.ROLES): set for OPERATOR and AGENT,
+    # None for the others; None on OPERATOR too: any operator, whatever they hold.
+    role: str | None = None
     body: type[Any] | None = None
     query: tuple[Query, ...] = ()
     headers: tuple[Header, ...] = ()

@@ -31,7 +31,17 @@ from agents_runtime.log.canonical import MAX_DEPTH, MAX_SAFE_INT
 from agents_runtime.log.ids import AGENT_ID
 from guardd import bodies, replies, wire
 from guardd.bodies import MAX_NAME, MAX_TEXT
-from guardd.endpoints import JSON, MAX_IDEMPOTENCY_KEY, PATH_PARAMS, PUBLIC, Endpoint, Header, Query
+from guardd.endpoints import (
+    CALLER_EXTENSION,
+    JSON,
+    MAX_IDEMPOTENCY_KEY,
+    PATH_PARAMS,
+    PUBLIC,
+    ROLE_EXTENSION,
+    Endpoint,
+    Header,
+    Query,
+)
 from guardd.errors import STATUS
 from guardd.jsonio import MAX_BODY
 
@@ -54,10 +64,15 @@ charges a budget, records scars, holds actions for human approval and keeps a
 signed, hash-chained log per agent. See docs/api.md for a short guide.
 
 **Authentication.** Every `/v1` operation except `GET /v1/public-key` and
-`GET /v1/openapi.json` needs `Authorization: Bearer <token>`: the admin token,
-or an agent token (`agt_<agent_id>.<mac>`) that acts on its own agent only.
-A missing or invalid token is 401 `unauthorized`; a valid token that may not
-do this is 403 `forbidden`.
+`GET /v1/openapi.json` needs `Authorization: Bearer <token>`: an operator's
+(the admin token, an operator token `opr_...`, or with single sign-on the
+identity provider's JWT), or an agent token (`agt_<agent_id>.<mac>`) that acts
+on its own agent only. An operator needs the role an operation names in
+`x-guard-role`: `viewer` (every read), `approver` (viewer, and approve,
+reject, cancel, grants) or `admin` (everything); each role holds those before
+it, and the admin token holds every role. A missing or invalid token is 401
+`unauthorized`; a valid token that may not do this is 403 `forbidden`, whose
+message names the role that is missing.
 
 **Errors.** Every error answer has the body `{{"error": <message>, "code": <code>}}`.
 An unknown path is 404 `not_found`, a known path with another method is 405
@@ -365,6 +380,8 @@ def _operation(endpoint: Endpoint, components: _Components) -> Schema:
     operation: Schema = {"summary": endpoint.summary, "tags": [endpoint.tag]}
     caller = endpoint.caller
     said = [] if caller is PUBLIC else [caller.value]
+    if endpoint.role is not None:
+        said.append(f"An operator needs the `{endpoint.role}` role.")
     if endpoint.description:
         said.append(endpoint.description)
     if said:
@@ -383,6 +400,9 @@ def _operation(endpoint: Endpoint, components: _Components) -> Schema:
     }
     if caller is PUBLIC:
         operation["security"] = []
+    operation[CALLER_EXTENSION] = caller.name.lower()
+    if endpoint.role is not None:
+        operation[ROLE_EXTENSION] = endpoint.role
     return operation
 
 
@@ -409,6 +429,7 @@ def document(endpoints: Iterable[Endpoint]) -> dict[str, Any]:
             {"name": "service", "description": "Health, keys and this document."},
             {"name": "console", "description": "The operator console (static files)."},
             {"name": "agents", "description": "Agents, actions, approvals and the log."},
+            {"name": "operators", "description": "Who calls, and the operators' tokens."},
         ],
         "paths": paths,
         "components": {
@@ -417,7 +438,9 @@ def document(endpoints: Iterable[Endpoint]) -> dict[str, Any]:
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "The admin token, or an agent token `agt_<agent_id>.<mac>`.",
+                    "description": "The admin token, an operator token `opr_...`, "
+                    "an agent token `agt_<agent_id>.<mac>`, or, with single sign-on, "
+                    "a JWT of the identity provider.",
                 }
             },
         },

@@ -76,6 +76,18 @@ class Ok:
 
 
 @attrs.frozen(kw_only=True)
+class Me:
+    """The operator calling: their display name (what records carry as `by`),
+    their identity (`by_id`), every role they hold, highest first (a role holds
+    those below it), and how they authenticated."""
+
+    name: str = doc("The display name: what records carry as `by`.")
+    id: str = doc("`oidc:<issuer>#<sub>`, `token:<token_id>` or `admin-token`.")
+    roles: list[Literal["admin", "approver", "viewer"]]
+    via: Literal["oidc", "operator_token", "admin_token"]
+
+
+@attrs.frozen(kw_only=True)
 class PublicKey:
     """The Ed25519 key that signs every log, as hex."""
 

@@ -36,6 +36,7 @@ from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.verify import Failure, Report
 from guardd import replies
+from guardd.auth import Operator
 
 Json = dict[str, Any]
 
@@ -55,6 +56,15 @@ def _moment(seconds: float) -> str:
 
 
 # -- the service ---------------------------------------------------------------
+
+
+def me(operator: Operator) -> Json:
+    return {
+        "name": operator.name,
+        "id": operator.by_id,
+        "roles": operator.role_list(),
+        "via": operator.via,
+    }
 
 
 def public_key(key_hex: str) -> Json:

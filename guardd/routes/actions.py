@@ -9,8 +9,8 @@ from quart import Response
 from agents_runtime.core import commands as c
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies
-from guardd.auth import Caller
-from guardd.endpoints import ADMIN, AGENT, IDEMPOTENCY_KEY, WAIT, Reply
+from guardd.auth import ADMIN_ROLE, APPROVER, VIEWER, Caller
+from guardd.endpoints import AGENT, IDEMPOTENCY_KEY, OPERATOR, WAIT, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint, decision_response, watch_action
 
@@ -24,6 +24,7 @@ _PENDING_ONLY = "409 `invalid_state` unless the action is pending."
     "/v1/agents/<agent_id>/actions",
     "Ask permission for a tool action",
     caller=AGENT,
+    role=ADMIN_ROLE,
     headers=(IDEMPOTENCY_KEY,),
     body=bodies.ActionRequest,
     reply=Reply(replies.Decision, "The decision; a denial is a 200 too."),
@@ -43,7 +44,8 @@ async def request_action(
     "GET",
     "/v1/agents/<agent_id>/actions/pending",
     "Actions waiting for an operator",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=VIEWER,
     reply=Reply(replies.PendingList, "Oldest first."),
 )
 async def pending(service: Service, ref: AgentRef) -> Response:
@@ -55,6 +57,7 @@ async def pending(service: Service, ref: AgentRef) -> Response:
     "/v1/agents/<agent_id>/actions/<action_id>",
     "An action (poll while pending)",
     caller=AGENT,
+    role=VIEWER,
     query=(WAIT,),
     reply=Reply(replies.Action, "The action."),
 )
@@ -67,6 +70,7 @@ async def get_action(service: Service, ref: AgentRef, action_id: str, wait: floa
     "/v1/agents/<agent_id>/actions/<action_id>/outcome",
     "Report the outcome of an allowed action",
     caller=AGENT,
+    role=ADMIN_ROLE,
     body=bodies.OutcomeReport,
     reply=Reply(replies.AgentStatus, "The agent's status after the step."),
     writes=True,
@@ -85,7 +89,8 @@ async def outcome(
     "POST",
     "/v1/agents/<agent_id>/actions/<action_id>/approve",
     "Approve a pending action (re-runs every check)",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=APPROVER,
     body=bodies.ApproveBody,
     reply=Reply(
         replies.AllowedDecision | replies.DeniedDecision,
@@ -105,7 +110,8 @@ async def approve(
     "POST",
     "/v1/agents/<agent_id>/actions/<action_id>/reject",
     "Reject a pending action",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=APPROVER,
     body=bodies.RejectBody,
     reply=Reply(replies.DeniedDecision, "Denied with reason code `rejected`."),
     writes=True,
@@ -124,6 +130,7 @@ async def reject(
     "/v1/agents/<agent_id>/actions/<action_id>/cancel",
     "Withdraw a pending action",
     caller=AGENT,
+    role=APPROVER,
     body=bodies.CancelBody,
     reply=Reply(replies.Action, "The action, now `cancelled`."),
     writes=True,

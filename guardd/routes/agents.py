@@ -10,7 +10,8 @@ from agents_runtime.core.policy import Policy
 from agents_runtime.log.keys import agent_token
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies, views
-from guardd.endpoints import ADMIN, AGENT, Reply
+from guardd.auth import ADMIN_ROLE, VIEWER
+from guardd.endpoints import AGENT, OPERATOR, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint
 
@@ -23,7 +24,8 @@ _AFTER = "The agent's status after the step."
     "POST",
     "/v1/agents",
     "Create an agent with its policy",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=ADMIN_ROLE,
     body=bodies.CreateAgent,
     reply=Reply(replies.CreatedAgent, "Created: the agent's status and its token.", status=201),
     writes=True,
@@ -39,7 +41,8 @@ async def create_agent(service: Service, body: bodies.NewAgent) -> Response:
     "GET",
     "/v1/agents",
     "List every agent",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=VIEWER,
     reply=Reply(replies.AgentList, "Active and quarantined agents, sorted by ID."),
 )
 async def list_agents(service: Service) -> Response:
@@ -51,6 +54,7 @@ async def list_agents(service: Service) -> Response:
     "/v1/agents/<agent_id>",
     "An agent's status",
     caller=AGENT,
+    role=VIEWER,
     reply=Reply(replies.AgentStatus, "The status."),
 )
 async def agent_status(service: Service, ref: AgentRef) -> Response:
@@ -61,7 +65,8 @@ async def agent_status(service: Service, ref: AgentRef) -> Response:
     "GET",
     "/v1/agents/<agent_id>/token",
     "Re-issue the agent's token",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=ADMIN_ROLE,
     reply=Reply(replies.Token, "The token."),
 )
 async def reissue_token(service: Service, agent_id: str) -> Response:
@@ -73,6 +78,7 @@ async def reissue_token(service: Service, agent_id: str) -> Response:
     "/v1/agents/<agent_id>/policy",
     "The agent's policy in force",
     caller=AGENT,
+    role=VIEWER,
     reply=Reply(
         replies.PolicyInForce,
         "The policy with every default filled in, as its last `policy` record has it.",
@@ -87,7 +93,8 @@ async def get_policy(service: Service, ref: AgentRef) -> Response:
     "PUT",
     "/v1/agents/<agent_id>/policy",
     "Replace a live agent's policy",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=ADMIN_ROLE,
     body=bodies.PolicyBody,
     reply=Reply(replies.AgentStatus, _AFTER),
     writes=True,
@@ -103,7 +110,8 @@ async def set_policy(service: Service, ref: AgentRef, body: Policy) -> Response:
     "POST",
     "/v1/agents/<agent_id>/scars",
     "Add a scar",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=ADMIN_ROLE,
     body=bodies.ScarBody,
     reply=Reply(replies.AgentStatus, _AFTER),
     writes=True,
@@ -119,7 +127,8 @@ async def add_scar(service: Service, ref: AgentRef, body: bodies.ScarBody) -> Re
     "POST",
     "/v1/agents/<agent_id>/terminate",
     "Terminate the agent (permanent)",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=ADMIN_ROLE,
     body=bodies.TerminateBody,
     reply=Reply(replies.AgentStatus, _AFTER),
     writes=True,

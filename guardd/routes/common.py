@@ -40,11 +40,11 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from guardd import bodies
-from guardd.auth import Authenticator, require_admin, require_agent, require_agent_or_admin
+from guardd.auth import ROLES, Authenticator, require_agent, require_agent_or_role, require_role
 from guardd.config import DEFAULT_HOOK_WAIT
 from guardd.endpoints import (
-    ADMIN,
     AGENT,
+    OPERATOR,
     PUBLIC,
     TOKEN_AGENT,
     Access,
@@ -134,6 +134,7 @@ class ServiceBlueprint(Blueprint):
         *,
         caller: Access,
         reply: Reply,
+        role: str | None = None,
         body: type[Any] | None = None,
         query: tuple[Query, ...] = (),
         headers: tuple[Header, ...] = (),
@@ -154,6 +155,7 @@ class ServiceBlueprint(Blueprint):
                 reply=reply,
                 view=view,
                 tag=self.tag,
+                role=role,
                 body=body,
                 query=query,
                 headers=headers,
@@ -189,6 +191,12 @@ def arguments(declared: Endpoint) -> frozenset[str]:
         raise TypeError(f"{name}: an agent's own token needs a path that names the agent")
     if declared.caller is TOKEN_AGENT and declared.on_agent:
         raise TypeError(f"{name}: the token names the agent: the path must not")
+    if declared.role is not None and declared.role not in ROLES:
+        raise TypeError(f"{name}: no such role {declared.role!r}")
+    if declared.role is None and declared.caller is AGENT:
+        raise TypeError(f"{name}: an agent's endpoint names the role an operator needs")
+    if declared.role is not None and declared.caller not in (AGENT, OPERATOR):
+        raise TypeError(f"{name}: only an operator's endpoint names a role")
     optional = {"who", "ref", "agent_id"}
     if taken - given:
         raise TypeError(f"{name}: nothing hands it {sorted(taken - given)}")
@@ -203,10 +211,12 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
     then the body, each handed to the route under its name."""
     view = declared.view
     taken = arguments(declared)
-    authenticate = service.guard.auth.caller
+    known = service.guard.auth.known
+    resolve = service.guard.auth.resolve
     find = service.guard.registry.ref
     token = declared.caller is not PUBLIC
-    admin_only = declared.caller is ADMIN
+    role = declared.role
+    operator_only = declared.caller is OPERATOR
     on_agent = declared.on_agent
     token_agent = declared.caller is TOKEN_AGENT
     give_who = "who" in taken
@@ -218,13 +228,15 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
 
     async def serve(**args: Any) -> Response:
         if token:
-            who = authenticate(request.headers.get("Authorization"))
+            header = request.headers.get("Authorization")
+            # Only a token none of guardd's own is awaited (single sign-on).
+            who = known(header) or await resolve(header)
             if on_agent:
                 agent_id = args["agent_id"] if keep_agent_id else args.pop("agent_id")
-                if admin_only:
-                    require_admin(who)
+                if operator_only:
+                    require_role(who, role or "")
                 else:
-                    require_agent_or_admin(who, agent_id)
+                    require_agent_or_role(who, agent_id, role or "")
                 ref = find(agent_id)  # 404, or 503 quarantined
                 if give_ref:
                     args["ref"] = ref
@@ -233,13 +245,13 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
                 if give_ref:
                     args["ref"] = ref
             else:
-                require_admin(who)
+                require_role(who, role or "")
             if give_who:
                 args["who"] = who
         for param in query:
             args[param.arg] = param.parse(request.args.get(param.name))
-        for header in headers:
-            args[header.arg] = header.parse(request.headers.getlist(header.name))
+        for header_ in headers:
+            args[header_.arg] = header_.parse(request.headers.getlist(header_.name))
         if parse is not None:
             args["body"] = parse(await read_json())  # last: a refusal goes before it arrives
         response: Response = await view(service, **args)

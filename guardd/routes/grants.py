@@ -7,7 +7,8 @@ from quart import Response
 from agents_runtime.core import commands as c
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies
-from guardd.endpoints import ADMIN, Reply
+from guardd.auth import APPROVER, VIEWER
+from guardd.endpoints import OPERATOR, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint
 
@@ -18,7 +19,8 @@ blueprint = ServiceBlueprint("grants", __name__, tag="agents")
     "POST",
     "/v1/agents/<agent_id>/grants",
     "Grant approval for a bounded stream of calls",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=APPROVER,
     body=bodies.GrantBody,
     reply=Reply(replies.Grant, "The grant.", status=201),
     writes=True,
@@ -45,7 +47,8 @@ async def issue_grant(service: Service, ref: AgentRef, body: bodies.GrantBody) -
     "GET",
     "/v1/agents/<agent_id>/grants",
     "List the agent's grants",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=VIEWER,
     reply=Reply(replies.GrantList, "Every grant, with what is left."),
 )
 async def list_grants(service: Service, ref: AgentRef) -> Response:
@@ -56,7 +59,8 @@ async def list_grants(service: Service, ref: AgentRef) -> Response:
     "POST",
     "/v1/agents/<agent_id>/grants/<grant_id>/revoke",
     "Revoke a grant",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=APPROVER,
     body=bodies.RevokeGrantBody,
     reply=Reply(replies.Grant, "The grant, now `revoked`."),
     writes=True,

@@ -13,7 +13,8 @@ from agents_runtime.core import commands as c
 from agents_runtime.log.readback import read_records, verify_committed
 from agents_runtime.runtime.actor import AgentRef, LogView
 from guardd import replies, views
-from guardd.endpoints import ADMIN, AFTER, LIMIT, Reply
+from guardd.auth import VIEWER
+from guardd.endpoints import AFTER, LIMIT, OPERATOR, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint
 
@@ -24,7 +25,8 @@ blueprint = ServiceBlueprint("log", __name__, tag="agents")
     "GET",
     "/v1/agents/<agent_id>/log",
     "Signed log records",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=VIEWER,
     query=(AFTER, LIMIT),
     reply=Reply(replies.LogPage, "Records with seq greater than `after`, and the head."),
 )
@@ -38,7 +40,8 @@ async def read_log(service: Service, ref: AgentRef, after: int, limit: int) -> R
     "GET",
     "/v1/agents/<agent_id>/verify",
     "Verify the log's chain and signatures",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=VIEWER,
     reply=Reply(replies.VerifyReport, "The verification report."),
     description="Checks against the server's public key.",
 )

@@ -7,7 +7,8 @@ from __future__ import annotations
 from quart import Response
 
 from guardd import replies, views
-from guardd.endpoints import ADMIN, PUBLIC, Reply
+from guardd.auth import VIEWER
+from guardd.endpoints import OPERATOR, PUBLIC, Reply
 from guardd.errors import error_response
 from guardd.jsonio import json_response
 from guardd.metrics import metrics_response
@@ -64,7 +65,8 @@ async def openapi(service: Service) -> Response:
     "GET",
     "/metrics",
     "Metrics in the Prometheus text format (admin token only)",
-    caller=ADMIN,
+    caller=OPERATOR,
+    role=VIEWER,
     reply=Reply(str, "Prometheus text format 0.0.4.", media=("text/plain",)),
     errors=("not_found",),
     description="Absent (404 not_found) when guardd runs with --no-metrics. "

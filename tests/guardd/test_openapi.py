@@ -534,6 +534,7 @@ def test_answers_of_the_main_flows_match_the_document(
         ck(admin.post("/v1/agents", content=b"x" * (1024 * 1024 + 1)))  # 413
         ck(admin.post("/v1/agents", content=b"{"))  # 400
         ck(anonymous.post("/v1/agents", json={}))  # 401
+        ck(admin.get("/v1/me"))
 
         # budget exhausted by an allowed action: still `allowed`, then terminated
         ck(

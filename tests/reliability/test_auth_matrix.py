@@ -118,6 +118,7 @@ ROUTES = [
     Route("POST", "/v1/agents/<agent_id>/terminate", ADMIN_ONLY, {"reason": "r", "by": "op"}),
     Route("GET", "/v1/agents/<agent_id>/log", ADMIN_ONLY),
     Route("GET", "/v1/agents/<agent_id>/verify", ADMIN_ONLY),
+    Route("GET", "/v1/me", ADMIN_ONLY),
     Route(
         "POST",
         "/v1/hooks/claude-code",

@@ -12,7 +12,7 @@ from quart import Response
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies
 from guardd.auth import Caller
-from guardd.endpoints import ADMIN, AGENT, PUBLIC, WAIT, Reply
+from guardd.endpoints import AGENT, OPERATOR, PUBLIC, WAIT, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint
 from tests.guardd.routes.support import policy, served
@@ -30,6 +30,7 @@ def _probe() -> tuple[ServiceBlueprint, list[dict[str, Any]]]:
         "/v1/agents/<agent_id>/probe/<action_id>",
         "Probe",
         caller=AGENT,
+        role="viewer",
         query=(WAIT,),
         body=bodies.ApproveBody,
         reply=OK,
@@ -122,13 +123,13 @@ async def _takes_no_service(ref: AgentRef) -> Response:
     ("declaration", "route", "message"),
     [
         pytest.param(
-            {"rule": "/v1/agents/<agent_id>", "caller": ADMIN},
+            {"rule": "/v1/agents/<agent_id>", "caller": OPERATOR},
             _takes_a_stranger,
             r"^_takes_a_stranger: nothing hands it \['stranger'\]$",
             id="unknown-parameter",
         ),
         pytest.param(
-            {"rule": "/v1/agents/<agent_id>", "caller": ADMIN, "body": bodies.CancelBody},
+            {"rule": "/v1/agents/<agent_id>", "caller": OPERATOR, "body": bodies.CancelBody},
             _takes_nothing,
             r"^_takes_nothing: it must take \['body'\]$",
             id="body-not-taken",
@@ -146,7 +147,25 @@ async def _takes_no_service(ref: AgentRef) -> Response:
             id="agent-token-without-agent",
         ),
         pytest.param(
-            {"rule": "/v1/agents/<agent_id>", "caller": ADMIN},
+            {"rule": "/v1/agents/<agent_id>", "caller": OPERATOR, "role": "owner"},
+            _takes_nothing,
+            r"^_takes_nothing: no such role 'owner'$",
+            id="unknown-role",
+        ),
+        pytest.param(
+            {"rule": "/v1/agents/<agent_id>", "caller": AGENT},
+            _takes_nothing,
+            r"^_takes_nothing: an agent's endpoint names the role an operator needs$",
+            id="agent-endpoint-without-role",
+        ),
+        pytest.param(
+            {"rule": "/v1/things", "caller": PUBLIC, "role": "viewer"},
+            _takes_nothing,
+            r"^_takes_nothing: only an operator's endpoint names a role$",
+            id="public-endpoint-with-role",
+        ),
+        pytest.param(
+            {"rule": "/v1/agents/<agent_id>", "caller": OPERATOR},
             _takes_no_service,
             r"^_takes_no_service: a route takes the service first$",
             id="no-service",

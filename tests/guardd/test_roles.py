@@ -1,0 +1,194 @@
+"""The role matrix: every endpoint x every role x every kind of credential,
+generated from the served OpenAPI document (``x-guard-caller`` and
+``x-guard-role``), so that an endpoint added later is in it by itself.
+
+A caller who may call an endpoint passes authentication and the role check:
+whatever comes next (a 400 for the empty body, a 404 for an action that is
+not there, a 200) is no 401 and no 403. A caller who may not gets 403
+``forbidden``, whose message names the role that is missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+
+from guardd.app import document
+from tests.guardd.conftest import Agent, Api, Session, assert_error, ok
+
+ROLES = ("viewer", "approver", "admin")
+
+
+@attrs.frozen
+class Credential:
+    """How a caller authenticates: the admin token, an operator token holding
+    ``role``, or an agent token (``own``: of the agent the path names)."""
+
+    kind: str  # "admin_token", "operator_token", "agent_token"
+    role: str | None = None
+    own: bool = False
+
+    @property
+    def id(self) -> str:
+        if self.kind == "admin_token":
+            return "admin-token"
+        if self.kind == "operator_token":
+            return f"{self.role}-token"
+        return "own-agent-token" if self.own else "other-agent-token"
+
+
+CREDENTIALS = [
+    Credential("admin_token"),
+    *(Credential("operator_token", role) for role in ROLES),
+    Credential("agent_token", own=True),
+    Credential("agent_token", own=False),
+]
+
+
+@attrs.frozen
+class Callers:
+    target: Agent
+    other: Agent
+    sessions: dict[str, Session]
+
+    def session(self, credential: Credential) -> Session:
+        if credential.kind == "agent_token":
+            return (self.target if credential.own else self.other).client
+        return self.sessions[credential.role or "admin-token"]
+
+
+def _operator_session(api: Api, role: str) -> Session:
+    issued = api.admin.post("/v1/operators/tokens", json={"name": f"{role}-bot", "role": role})
+    return api.client(ok(issued, 201)["token"])
+
+
+@pytest.fixture(scope="module")
+def callers(api: Api) -> Callers:
+    sessions = {"admin-token": api.admin}
+    if _has_operator_tokens(api):
+        sessions |= {role: _operator_session(api, role) for role in ROLES}
+    return Callers(api.create(), api.create(), sessions)
+
+
+def _has_operator_tokens(api: Api) -> bool:
+    return "/v1/operators/tokens" in ok(api.admin.get("/v1/openapi.json"))["paths"]
+
+
+def _operations() -> Iterator[Any]:
+    """Every operation of guardd's document that needs a token."""
+    for path, operations in document()["paths"].items():
+        for method, operation in operations.items():
+            if operation["x-guard-caller"] != "public":
+                yield pytest.param(
+                    method.upper(),
+                    path,
+                    operation["x-guard-caller"],
+                    operation.get("x-guard-role"),
+                    id=f"{method}-{path}",
+                )
+
+
+def _allowed(credential: Credential, caller: str, role: str | None) -> bool:
+    if credential.kind == "agent_token":
+        return caller == "agent" and credential.own  # token_agent: below
+    if caller in ("agent", "operator"):
+        top = len(ROLES) if credential.role is None else ROLES.index(credential.role) + 1
+        held = ROLES[:top]
+        return role is None or role in held
+    return False
+
+
+def _path(path: str, callers: Callers) -> str:
+    values = {
+        "agent_id": callers.target.agent_id,
+        "action_id": "act-999999",
+        "grant_id": "grt-999999",
+        "token_id": "opt-999999",
+    }
+    return re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
+
+
+@pytest.mark.parametrize("credential", [pytest.param(c, id=c.id) for c in CREDENTIALS])
+@pytest.mark.parametrize(("method", "path", "caller", "role"), list(_operations()))
+def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
+    api: Api,
+    callers: Callers,
+    credential: Credential,
+    method: str,
+    path: str,
+    caller: str,
+    role: str | None,
+) -> None:
+    if credential.kind == "operator_token" and credential.role not in callers.sessions:
+        pytest.skip("this guardd has no operator tokens")
+    url = _path(path, callers)
+    body = {} if method in ("POST", "PUT") else None
+    answer = callers.session(credential).request(method, url, json=body)
+    if caller == "token_agent":
+        # An agent token acts on its own agent: the other agent's token is as good.
+        if credential.kind == "agent_token":
+            assert answer.status_code not in (401, 403), answer.text
+        else:
+            assert_error(answer, 403, "forbidden")
+        return
+    if _allowed(credential, caller, role):
+        assert answer.status_code not in (401, 403), answer.text
+        return
+    message = assert_error(answer, 403, "forbidden")["error"]
+    if credential.kind == "agent_token" and caller == "agent":
+        assert message == "an agent token may act on its own agent only"
+    elif role is not None:
+        assert f"the {role} role" in message
+
+
+def test_the_forbidden_answer_names_the_missing_role_and_what_is_held(
+    api: Api, callers: Callers
+) -> None:
+    if "viewer" not in callers.sessions:
+        pytest.skip("this guardd has no operator tokens")
+    viewer = callers.sessions["viewer"]
+    answer = viewer.post(f"{callers.target.path}/terminate", json={"reason": "r"})
+    message = assert_error(answer, 403, "forbidden")["error"]
+    assert message == "this endpoint needs the admin role; viewer-bot holds viewer"
+
+
+def test_an_agent_token_on_an_operators_endpoint_is_told_it_needs_an_operator(
+    api: Api, callers: Callers
+) -> None:
+    answer = callers.target.client.get(f"{callers.target.path}/log")
+    message = assert_error(answer, 403, "forbidden")["error"]
+    assert message == "this endpoint needs an operator with the viewer role"
+
+
+def test_me_describes_the_admin_token(api: Api) -> None:
+    assert ok(api.admin.get("/v1/me")) == {
+        "name": "admin",
+        "id": "admin-token",
+        "roles": ["admin", "approver", "viewer"],
+        "via": "admin_token",
+    }
+
+
+def test_me_is_forbidden_to_an_agent_token(api: Api, callers: Callers) -> None:
+    answer = callers.target.client.get("/v1/me")
+    assert assert_error(answer, 403, "forbidden")["error"] == "this endpoint needs an operator"
+
+
+def test_me_without_a_token_is_unauthorized(api: Api) -> None:
+    assert_error(api.client().get("/v1/me"), 401, "unauthorized")
+
+
+def test_every_operation_says_who_it_admits(api: Api) -> None:
+    document = ok(api.admin.get("/v1/openapi.json"))
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            caller = operation["x-guard-caller"]
+            assert caller in ("public", "operator", "agent", "token_agent")
+            if caller == "agent":
+                assert operation["x-guard-role"] in ROLES
+            if caller in ("public", "token_agent"):
+                assert "x-guard-role" not in operation
