@@ -23,7 +23,9 @@ from agents_runtime.log.postgres.url import masked
 from agents_runtime.log.stores import open_database
 from audit.errors import InputError, UsageError
 from audit.source import LOG, Source
-from audit.verification import Outcome, verify_source, verify_text
+from audit.verification import OPERATORS_FILE, Outcome, verify_source, verify_text
+
+OPERATORS_LOG = "operators log"  # what a report names the operators log by
 
 # Where the key comes from without --public-key: the store's own record of it.
 STORE_KEY = "the key the store records"
@@ -71,6 +73,14 @@ class StoreReader:
             raise StoreError(f"the store {self.shown} has no agent {agent_id}")
         return [agent_id]
 
+    def operators_source(self) -> Source:
+        """The operators log as the audit tool reads a data dir's operators.jsonl."""
+        try:
+            lines = self._store.operators_log().read()
+        except LogReadError as exc:
+            raise StoreError(f"cannot read the operators log from the store: {exc}") from None
+        return Source(path=Path(OPERATORS_FILE), format=LOG, items=list(lines))
+
     def source(self, agent_id: str) -> Source:
         """The agent's log as the audit tool reads a log file."""
         try:
@@ -96,9 +106,17 @@ def trusted_key(reader: StoreReader, public_key: bytes | None) -> tuple[bytes | 
 def verify_store(
     url: str, *, agent_id: str | None, public_key: bytes | None
 ) -> Iterator[tuple[str, Outcome]]:
-    """Each agent's ID and the outcome of verifying its log, in ID order."""
+    """First, unless one agent is asked for, the operators log's outcome
+    (named ``operators log``) when the store holds one; then each agent's ID
+    and the outcome of verifying its log, in ID order."""
     with StoreReader(url) as reader:
         key, warnings = trusted_key(reader, public_key)
+        operators = reader.operators_source() if agent_id is None else None
+        if operators is not None and operators.items:
+            outcome = verify_source(
+                operators, public_key=key, key_origin=None if public_key is not None else STORE_KEY
+            )
+            yield OPERATORS_LOG, _with_warnings(outcome, warnings) if warnings else outcome
         for one in reader.agent_ids(agent_id):
             outcome = verify_source(
                 reader.source(one),

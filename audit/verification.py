@@ -10,6 +10,7 @@ import attrs
 from agents_runtime.errors import CanonicalError, VerificationError
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointFile
+from agents_runtime.log.operators import NOT_OPERATORS, OPERATORS_LOG_ID, check_fields
 from agents_runtime.log.verify import (
     CHECKPOINT_ORIGIN,
     CHECKPOINT_UNSIGNED,
@@ -23,6 +24,7 @@ from agents_runtime.log.verify import (
 )
 from audit.source import FORMAT_NAMES, RECORDS, RESPONSE, Source, data_dir_agent_id, shown
 
+OPERATORS_FILE = "operators.jsonl"  # the operators log of a data dir
 GIVEN_KEY = "the one given with --public-key"
 
 NO_KEY_WARNING = (
@@ -106,6 +108,22 @@ def expectation(source: Source, log_id: str | None) -> Expectation | None:
     return None
 
 
+def is_operators_log(source: Source) -> bool:
+    """The source is a data dir's operators log (``operators.jsonl`` beside ``agents/``)."""
+    return source.path.name == OPERATORS_FILE and source.path.parent.name != "agents"
+
+
+def _operators_record(record: dict[str, Any], position: int) -> None:
+    """The operators log's own rules, beside those of every log."""
+    seq = record["seq"]
+    if seq == 0:
+        why = None if record.get("log_id") == OPERATORS_LOG_ID else NOT_OPERATORS
+    else:
+        why = check_fields(record)
+    if why is not None:
+        raise VerificationError(Failure(position, seq, why))
+
+
 def verify_source(
     source: Source,
     *,
@@ -129,12 +147,15 @@ def verify_source(
         checkpoint=checkpoint,
     )
     feed = verifier.feed
+    operators = is_operators_log(source)
     failure: Failure | None = None
     try:
         for position, data in enumerate(source.items, start=1):
             if data is None:
                 raise VerificationError(Failure(position, None, NOT_JSON))
-            feed(data)
+            record = feed(data)
+            if operators:
+                _operators_record(record, position)
         verifier.finish()
     except VerificationError as exc:
         failure = exc.failure

@@ -42,6 +42,7 @@ from guardd.limits import (
 )
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
+from guardd.operators import Operators
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
 
@@ -94,7 +95,12 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         )
     registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
     summary = registry.load()
-    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
+    # Verified before anything is served: a failing operators log stops guardd.
+    operators = Operators(store.operators_log(), ring, follow=store.others_create_agents)
+    operators.load()
+    guard = Guard(
+        data_dir, ring, registry, Authenticator(admin, ring.token_key, operators), operators
+    )
     return guard, summary, source
 
 

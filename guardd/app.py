@@ -85,8 +85,10 @@ def create_app(
     @app.while_serving
     async def _actors() -> AsyncGenerator[None, None]:
         await registry.start()
+        await guard.operators.start()
         yield
         service.readiness.stopping = True
+        await guard.operators.stop()
         await registry.stop()
 
     @app.after_request

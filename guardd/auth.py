@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable
+from enum import StrEnum
 from typing import Protocol
 
 import attrs
@@ -25,10 +26,17 @@ from agents_runtime.core.commands import ADMIN, AGENT
 from agents_runtime.log.keys import agent_token_valid, token_agent_id
 from guardd.errors import ApiForbidden, Unauthorized
 
-# The roles, lowest first: each holds every role below it (docs/api.md, "Roles").
-VIEWER = "viewer"
-APPROVER = "approver"
-ADMIN_ROLE = "admin"
+
+class Role(StrEnum):
+    """An operator's role (docs/api.md, "Roles")."""
+
+    VIEWER = "viewer"
+    APPROVER = "approver"
+    ADMIN = "admin"
+
+
+# The roles, lowest first: each holds every role below it.
+VIEWER, APPROVER, ADMIN_ROLE = Role.VIEWER.value, Role.APPROVER.value, Role.ADMIN.value
 ROLES = (VIEWER, APPROVER, ADMIN_ROLE)
 
 # How an operator authenticated (``GET /v1/me``'s ``via``).

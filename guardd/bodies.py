@@ -32,6 +32,7 @@ from agents_runtime.core.vocabulary import Outcome, Severity
 from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import MAX_SAFE_INT
 from agents_runtime.log.record import timestamp
+from guardd.auth import Role
 from guardd.endpoints import MAX_IDEMPOTENCY_KEY
 from guardd.errors import BadRequest
 from guardd.wire import (
@@ -50,6 +51,7 @@ from guardd.wire import (
     optional,
 )
 
+MAX_TOKEN_SECS = 365 * 24 * 3600  # an operator token lives at most a year
 MAX_GRANT_SECS = 10 * 366 * 24 * 3600  # ten years: beyond that, say so with a policy
 
 MAX_NAME = 128
@@ -176,6 +178,18 @@ class RejectBody:
     approver: Name
     reason: Text
     scar: Severity | None = None
+
+
+@attrs.frozen
+class OperatorTokenBody:
+    """A token for a program acting as an operator."""
+
+    name: Name  # its display name: what records carry as `by`
+    role: Role
+    ttl_secs: Seconds | None = optional(
+        f"Seconds from now until it expires (at most {MAX_TOKEN_SECS}: a year); "
+        "left out, it lives until revoked."
+    )
 
 
 @attrs.frozen
@@ -381,7 +395,7 @@ _converter.register_structure_hook(InputMatch, _input_match)
 _converter.register_structure_hook(str, _plain_str)
 _converter.register_structure_hook(Money, lambda v, _: to_money(v))
 _converter.register_structure_hook(Decimal, lambda v, _: to_money(v))
-for _choices in (Outcome, Severity):
+for _choices in (Outcome, Severity, Role):
     _converter.register_structure_hook(_choices, _choice)
 _converter.register_structure_hook(Any, lambda v, _: v)
 # A policy inside a body stays JSON here: parse_create_agent hands it to the
@@ -398,6 +412,7 @@ BODIES: dict[str, type[Any]] = {
     "Reject": RejectBody,
     "AddScar": ScarBody,
     "Terminate": TerminateBody,
+    "IssueOperatorToken": OperatorTokenBody,
     "IssueGrant": GrantBody,
     "RevokeGrant": RevokeGrantBody,
     "Policy": PolicyBody,
@@ -482,6 +497,13 @@ def parse_claude_code_hook(value: Any) -> ClaudeCodeHook:
     return parse_body(value, ClaudeCodeHook)
 
 
+def parse_operator_token_body(value: Any) -> OperatorTokenBody:
+    body = parse_body(value, OperatorTokenBody)
+    if body.ttl_secs is not None and body.ttl_secs > MAX_TOKEN_SECS:
+        raise BadRequest(f"$.ttl_secs: at most {MAX_TOKEN_SECS} seconds (a year)")
+    return body
+
+
 # What turns each body into what its route is handed; any other body model is
 # structured as itself by parse_body.
 PARSERS: dict[type[Any], Callable[[Any], Any]] = {
@@ -489,6 +511,7 @@ PARSERS: dict[type[Any], Callable[[Any], Any]] = {
     GrantBody: parse_grant_body,
     PolicyBody: parse_policy_body,
     ClaudeCodeHook: parse_claude_code_hook,
+    OperatorTokenBody: parse_operator_token_body,
 }
 
 

@@ -99,6 +99,7 @@ PATH_PARAMS = {
     "action_id": PathParam(ActionId, "An action of the agent: `act-<n>`."),
     "grant_id": PathParam(GrantId, "A grant."),
     "name": PathParam(str, "File name."),
+    "token_id": PathParam(str, "An operator token: `tok-<16 hex>`."),
 }
 
 

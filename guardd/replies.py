@@ -88,6 +88,34 @@ class Me:
 
 
 @attrs.frozen(kw_only=True)
+class OperatorToken:
+    """An operator token, as the operators log has it (never its secret)."""
+
+    token_id: str = doc("`tok-<16 hex>`: records it causes carry `by_id` `token:<token_id>`.")
+    name: str = doc("Its display name: what records carry as `by`.")
+    role: Literal["admin", "approver", "viewer"]
+    expires_at: Timestamp | None = doc("When it expires; null: never (until revoked).")
+    status: Literal["active", "expired", "revoked"]
+    issued_at: Timestamp
+    issued_by: str = doc("The display name of the admin who issued it.")
+    revoked_at: Timestamp | None = doc("When it was revoked; null while it is not.")
+
+
+@attrs.frozen(kw_only=True)
+class IssuedOperatorToken(OperatorToken):
+    """A token just issued, with its secret: shown this once, never again."""
+
+    token: str = doc("`opr_...`: the bearer token. guardd keeps only its SHA-256.")
+
+
+@attrs.frozen(kw_only=True)
+class OperatorTokenList:
+    """Every operator token ever issued, oldest first, without secrets."""
+
+    tokens: list[OperatorToken]
+
+
+@attrs.frozen(kw_only=True)
 class PublicKey:
     """The Ed25519 key that signs every log, as hex."""
 

@@ -37,6 +37,7 @@ from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.verify import Failure, Report
 from guardd import replies
 from guardd.auth import Operator
+from guardd.operators import OperatorToken
 
 Json = dict[str, Any]
 
@@ -65,6 +66,27 @@ def me(operator: Operator) -> Json:
         "roles": operator.role_list(),
         "via": operator.via,
     }
+
+
+def operator_token(token: OperatorToken, now: float) -> Json:
+    return {
+        "token_id": token.token_id,
+        "name": token.name,
+        "role": token.role,
+        "expires_at": token.expires_at,
+        "status": token.status(now),
+        "issued_at": token.issued_at,
+        "issued_by": token.by,
+        "revoked_at": token.revoked_at,
+    }
+
+
+def issued_operator_token(token: OperatorToken, secret: str, now: float) -> Json:
+    return {**operator_token(token, now), "token": secret}
+
+
+def operator_token_list(tokens: list[OperatorToken], now: float) -> Json:
+    return {"tokens": [operator_token(token, now) for token in tokens]}
 
 
 def public_key(key_hex: str) -> Json:

@@ -55,6 +55,7 @@ import attrs
 
 from agents_runtime.errors import CanonicalError, Failure, GuardError, LogWriteError
 from agents_runtime.log import canonical
+from agents_runtime.log.operators import OperatorsLog
 from agents_runtime.log.record import Head
 
 # Told of each round made durable: its records, the seconds its writes took
@@ -302,6 +303,10 @@ class LogStore(Protocol):
     def make_durable(self, agent_ids: Iterable[str]) -> None:
         """Make every record of these logs durable, also those this process
         did not write (blocking); done before a checkpoint names them."""
+        ...
+
+    def operators_log(self) -> OperatorsLog:
+        """Where this store keeps the operators log (agents_runtime/log/operators.py)."""
         ...
 
     def observe_commits(self, observer: CommitObserver) -> None:

@@ -55,6 +55,7 @@ from guardd.endpoints import (
 )
 from guardd.jsonio import json_response, read_json
 from guardd.metrics import Metrics
+from guardd.operators import Operators
 from guardd.readiness import Readiness
 
 
@@ -66,6 +67,7 @@ class Guard:
     ring: KeyRing
     registry: Registry
     auth: Authenticator
+    operators: Operators  # the operator tokens, from the operators log
 
 
 def _readiness(service: Service) -> Readiness:

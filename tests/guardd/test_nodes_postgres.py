@@ -6,6 +6,7 @@ once, keys must match, and an unreachable database answers 503."""
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -592,3 +593,41 @@ def _assert_quarantined_for_a_gap_on_two_then_one(nodes: Nodes, agent: Agent, li
     assert "(seq 2): gap: a committed record is gone from the store" in refused["error"]
     refused = assert_error(agent.act("search"), 503, "quarantined")
     assert f"(seq {lines - 1}): gap: a committed record is gone from the store" in refused["error"]
+
+
+def test_a_token_revoked_on_one_node_is_refused_by_the_other_within_a_second(
+    nodes: Nodes,
+) -> None:
+    issued = ok(
+        nodes.one.admin.post("/v1/operators/tokens", json={"name": "roamer", "role": "viewer"}),
+        201,
+    )
+    there = nodes.two.client(issued["token"])
+    for _ in range(40):  # bounded: the other node reads the operators log twice a second
+        if there.get("/v1/me").status_code == 200:
+            break
+        time.sleep(0.05)
+    assert ok(there.get("/v1/me"))["id"] == f"token:{issued['token_id']}"
+    ok(nodes.two.admin.post(f"/v1/operators/tokens/{issued['token_id']}/revoke"))
+    here = nodes.one.client(issued["token"])
+    time.sleep(1.0)  # the promise: refused on every node within a second
+    assert_error(here.get("/v1/me"), 401, "unauthorized")
+    listed = ok(nodes.one.admin.get("/v1/operators/tokens"))["tokens"]
+    assert [t["status"] for t in listed] == ["revoked"]
+
+
+def test_tokens_issued_on_two_nodes_make_one_operators_log_that_audit_verifies(
+    nodes: Nodes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for k in range(6):
+        api = nodes.one if k % 2 else nodes.two
+        ok(api.admin.post("/v1/operators/tokens", json={"name": f"n{k}", "role": "viewer"}), 201)
+    names = [t["name"] for t in ok(nodes.two.admin.get("/v1/operators/tokens"))["tokens"]]
+    assert sorted(names) == [f"n{k}" for k in range(6)]
+    key = nodes.one.server.public_key
+    assert audit_main(["verify", "--store", nodes.dsn, "--public-key", key, "--json"]) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    operators = [r for r in reports if r["agent_id"] == "operators log"]
+    assert len(operators) == 1
+    assert operators[0]["ok"] is True
+    assert operators[0]["records"] == 7

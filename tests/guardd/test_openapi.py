@@ -535,6 +535,12 @@ def test_answers_of_the_main_flows_match_the_document(
         ck(admin.post("/v1/agents", content=b"{"))  # 400
         ck(anonymous.post("/v1/agents", json={}))  # 401
         ck(admin.get("/v1/me"))
+        issued = ck(admin.post("/v1/operators/tokens", json={"name": "bot", "role": "viewer"}))
+        ck(admin.post("/v1/operators/tokens", json={"name": "bot", "role": "owner"}))  # 400
+        ck(admin.get("/v1/operators/tokens"))
+        ck(admin.post(f"/v1/operators/tokens/{issued['token_id']}/revoke"))
+        ck(admin.post(f"/v1/operators/tokens/{issued['token_id']}/revoke"))  # 409
+        ck(admin.post("/v1/operators/tokens/tok-none/revoke"))  # 404
 
         # budget exhausted by an allowed action: still `allowed`, then terminated
         ck(

@@ -66,6 +66,7 @@ class Route:
             .replace("<action_id>", "act-2" if pending_only else "act-1")
             .replace("<name>", "app.js")
             .replace("<grant_id>", "grt-1")
+            .replace("<token_id>", "tok-never-issued")
         )
 
 
@@ -119,6 +120,9 @@ ROUTES = [
     Route("GET", "/v1/agents/<agent_id>/log", ADMIN_ONLY),
     Route("GET", "/v1/agents/<agent_id>/verify", ADMIN_ONLY),
     Route("GET", "/v1/me", ADMIN_ONLY),
+    Route("POST", "/v1/operators/tokens", ADMIN_ONLY, {"name": "bot", "role": "viewer"}, 201),
+    Route("GET", "/v1/operators/tokens", ADMIN_ONLY),
+    Route("POST", "/v1/operators/tokens/<token_id>/revoke", ADMIN_ONLY, success=404),
     Route(
         "POST",
         "/v1/hooks/claude-code",

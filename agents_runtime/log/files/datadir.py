@@ -2,6 +2,7 @@
 
 <data-dir>/keys/audit.key   audit.pub   token.key   admin.token
 <data-dir>/agents/<agent_id>.jsonl
+<data-dir>/operators.jsonl   (the operators log: operator tokens issued and revoked)
 <data-dir>/checkpoints/<agent_id>.checkpoint   (unless --checkpoint-dir says elsewhere)
 
 Besides the logs, ``agents/`` may hold ``<log>.torn`` (torn tails moved
@@ -68,6 +69,11 @@ class DataDir:
     @property
     def agents_dir(self) -> Path:
         return self.root / "agents"
+
+    @property
+    def operators_path(self) -> Path:
+        """The operators log (agents_runtime/log/operators.py)."""
+        return self.root / "operators.jsonl"
 
     def log_path(self, agent_id: str) -> Path:
         return self.agents_dir / f"{agent_id}{LOG_SUFFIX}"

@@ -21,6 +21,7 @@ from agents_runtime.log.files.cursors import Cursors, line_end, read_lines
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import LineIndex
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
+from agents_runtime.log.files.operators import FileOperatorsLog
 from agents_runtime.log.store import (
     Batch,
     BatchHost,
@@ -214,6 +215,9 @@ class FileStore:
 
     def observe_commits(self, observer: CommitObserver) -> None:
         self.committer.on_commit = observer
+
+    def operators_log(self) -> FileOperatorsLog:
+        return FileOperatorsLog(self.data_dir.operators_path)
 
     async def follow(self, appended: Callable[[str, int], None]) -> None:
         """Returns at once: the data-dir lock makes this process the only writer."""

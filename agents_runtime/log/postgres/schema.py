@@ -28,6 +28,9 @@ Tables:
   key to ``guard_agents``: checking one would lock the agent's row at every
   append, and appends of one agent from several nodes would queue on it.
 
+- ``guard_operators``: the operators log, one row per record line, keyed by
+  seq (version 4); nodes read what others appended every half second.
+
 Nodes tell each other of appends on ``NOTIFY_CHANNEL`` (payload: the
 agent ID); a lost notification only delays, as nodes also poll.
 """
@@ -42,7 +45,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 NOTIFY_CHANNEL: Final = "guard_log_appended"
 
 # Any fixed 64-bit number; it only has to differ from the other advisory
@@ -188,6 +191,17 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             where not (b.agent_id = any(moved)) and not (b.agent_id = any(gone));
         end
         $$
+        """,
+    ),
+    4: (
+        # The operators log (agents_runtime/log/operators.py), one row per
+        # record line: a node whose record takes a seq another node took
+        # first learns of it by the key.
+        """
+        create table guard_operators (
+            seq bigint primary key check (seq >= 0),
+            line bytea not null
+        )
         """,
     ),
 }

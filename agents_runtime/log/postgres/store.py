@@ -205,6 +205,45 @@ class PgAgentLog:
         pass
 
 
+# -- the operators log ----------------------------------------------------------
+# Rows of guard_operators (schema version 4), one per record line, keyed by
+# seq. Every node writes to it; a record whose seq another node took first
+# fails on the key and nothing of the append is written (HeadMoved): the
+# writer reads what it missed and tries again. Nodes learn of the others'
+# records by reading the rows after their head (newer), every half second.
+
+_OPERATORS_READ = "select line from guard_operators where seq > $1 order by seq"
+_OPERATORS_INSERT = (
+    "insert into guard_operators (seq, line) select * from unnest($1::bigint[], $2::bytea[])"
+)
+
+
+class PgOperatorsLog:
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
+
+    def read(self) -> list[bytes]:
+        return [bytes(row["line"]) for row in self._store.blocking(_OPERATORS_READ, -1)]
+
+    async def append(self, lines: Sequence[bytes], after_seq: int) -> None:
+        seqs = list(range(after_seq + 1, after_seq + 1 + len(lines)))
+        try:
+            pool = await self._store.serving_pool()
+            await pool.execute(_OPERATORS_INSERT, seqs, list(lines))
+        except asyncpg.UniqueViolationError:
+            raise HeadMoved("the operators log: another node appended first") from None
+        except DB_ERRORS as exc:
+            raise LogWriteError(f"writing the operators log failed: {_why(exc)}") from exc
+
+    async def newer(self, after_seq: int) -> list[bytes]:
+        try:
+            pool = await self._store.serving_pool()
+            rows = await pool.fetch(_OPERATORS_READ, after_seq)
+        except DB_ERRORS as exc:
+            raise LogReadError(f"reading the operators log failed: {_why(exc)}") from exc
+        return [bytes(row["line"]) for row in rows]
+
+
 T = TypeVar("T")
 
 
@@ -395,7 +434,7 @@ class PgStore:
         except DB_ERRORS as exc:
             raise LogReadError(f"reading {masked(self.url)} failed: {_why(exc)}") from exc
 
-    def _blocking(self, query: str, *args: Any) -> list[asyncpg.Record]:
+    def blocking(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async def fetch(pool: asyncpg.Pool) -> list[asyncpg.Record]:
             return list(await pool.fetch(query, *args))
 
@@ -450,7 +489,7 @@ class PgStore:
     def fetch_lines(
         self, agent_id: str, after: int, upto: int, limit: int | None = None
     ) -> list[bytes]:
-        rows = self._blocking(_READ, agent_id, after, upto, limit)
+        rows = self.blocking(_READ, agent_id, after, upto, limit)
         return [bytes(row["line"]) for row in rows]
 
     # -- LogStore ------------------------------------------------------------
@@ -462,7 +501,7 @@ class PgStore:
         return self._checkpoint_dir
 
     def scan(self) -> Scan:
-        rows = self._blocking("select agent_id from guard_agents order by agent_id")
+        rows = self.blocking("select agent_id from guard_agents order by agent_id")
         return Scan([row["agent_id"] for row in rows], [])
 
     def remove_unfinished(self) -> int:
@@ -471,11 +510,11 @@ class PgStore:
     def read(self, agent_id: str) -> LogContents:
         # Only a log whose agent is registered: guardd migrate registers an
         # agent once all its rows are copied, so no node serves half a log.
-        rows = self._blocking(_READ_REGISTERED, agent_id)
+        rows = self.blocking(_READ_REGISTERED, agent_id)
         return LogContents.of_lines([bytes(row["line"]) for row in rows])
 
     def size(self, agent_id: str) -> int:
-        rows = self._blocking(
+        rows = self.blocking(
             "select coalesce(sum(octet_length(line) + 1), 0) as size"
             " from guard_logs where agent_id = $1",
             agent_id,
@@ -523,6 +562,9 @@ class PgStore:
 
     def observe_commits(self, observer: CommitObserver) -> None:
         self._observers.append(observer)
+
+    def operators_log(self) -> PgOperatorsLog:
+        return PgOperatorsLog(self)
 
     def committed(self, records: int, seconds: float) -> None:
         for observer in self._observers:

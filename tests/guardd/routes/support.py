@@ -16,6 +16,7 @@ from agents_runtime.log.keys import agent_token
 from guardd.auth import Authenticator
 from guardd.errors import register_error_handlers
 from guardd.metrics import Metrics
+from guardd.operators import Operators
 from guardd.routes.common import Guard, Service
 from tests.agents_runtime.support import policy, running_registry
 
@@ -49,8 +50,10 @@ async def served(
     async with running_registry(root) as registry:
         ring = registry.ring
         assert ring.admin_token is not None
-        auth = Authenticator(ring.admin_token, ring.token_key)
-        guard = Guard(DataDir(root), ring, registry, auth)
+        operators = Operators(registry.store.operators_log(), ring, follow=False)
+        operators.load()
+        auth = Authenticator(ring.admin_token, ring.token_key, operators)
+        guard = Guard(DataDir(root), ring, registry, auth, operators)
         service = Service(guard, Metrics(registry) if metrics else None)
         app = Quart("guardd-routes-test", static_folder=None)
         register_error_handlers(app)
