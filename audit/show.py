@@ -30,6 +30,7 @@ LEADING_FIELDS = (
     "severity",
     "reason",
     "by",
+    "by_id",  # beside by: who, then how they authenticated
     "approved_by",
     "note",
     "detail",
@@ -42,7 +43,7 @@ LEADING_FIELDS = (
 VALUE_WIDTH = 40
 HASH_WIDTH = 12
 HEADER = ("SEQ", "KIND", "TS", "HASH", "SUMMARY")
-_BARE = re.compile(r"[A-Za-z0-9_.:@/+-]+")
+_BARE = re.compile(r"[A-Za-z0-9_.:@/+#-]+")
 
 
 @attrs.frozen
@@ -106,7 +107,8 @@ def _cells(record: dict[str, Any]) -> tuple[str, str, str, str, str]:
 def summary(record: dict[str, Any]) -> str:
     """The kind's own fields as ``key=value`` pairs, each value cut short."""
     if record.get("kind") == Kind.POLICY and isinstance(record.get("policy"), dict):
-        return _policy_summary(record["policy"])
+        who = [f"{name}={_value(record[name])}" for name in ("by", "by_id") if name in record]
+        return " ".join([_policy_summary(record["policy"]), *who])
     names = [n for n in LEADING_FIELDS if n in record]
     names += sorted(n for n in record if n not in COMMON_FIELDS and n not in LEADING_FIELDS)
     return " ".join(f"{_text(name)}={_value(record[name])}" for name in names)

@@ -80,6 +80,9 @@ class Action:
     reason: dict[str, Any] | None = None
     approved_by: str | None = None
     note: str | None = None
+    requested_by: str | None = None
+    requested_by_id: str | None = None
+    decided_by_id: str | None = None
     receipt: tuple[str, ...] | None = None
     grant_id: str | None = None
 

@@ -72,6 +72,9 @@ def parse_action(body: Any) -> Action:
         reason=opt(obj, "reason", dict),
         approved_by=opt(obj, "approved_by", str),
         note=opt(obj, "note", str),
+        requested_by=opt(obj, "requested_by", str),
+        requested_by_id=opt(obj, "requested_by_id", str),
+        decided_by_id=opt(obj, "decided_by_id", str),
         receipt=opt_strings(obj, "receipt"),
         grant_id=opt(obj, "grant_id", str),
     )

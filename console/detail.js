@@ -3,7 +3,7 @@
 // decision history folded from its log, its scars and its last log records;
 // or, for a quarantined agent, what is wrong and what to do about it.
 
-import { History, reasonText } from "./history.js";
+import { History, reasonText, whoText } from "./history.js";
 import { timeEl } from "./times.js";
 import { errorLine, h, num, prettyJson, setText, shortHash, show } from "./views.js";
 
@@ -108,8 +108,8 @@ function decisionLine(a) {
 /** Who decided, when someone did: the approver, or who cancelled it. */
 function whoFact(a) {
   if (!a.held) return a.decision === "allowed" ? fact("Approval", "history-by", "not needed") : null;
-  if (a.decision === "cancelled") return fact("Cancelled by", "history-by", a.by);
-  if (a.by) return fact("Approver", "history-by", a.by);
+  if (a.decision === "cancelled") return fact("Cancelled by", "history-by", whoText(a.by, a.by_id));
+  if (a.by) return fact("Approver", "history-by", whoText(a.by, a.by_id));
   if (a.reason?.code === "approval_expired") return fact("Approver", "history-by", "nobody, in time");
   return null;
 }

@@ -2,6 +2,19 @@
 // one entry per action, with what was asked, what was decided, by whom and why,
 // its outcome and the scars it brought.
 
+/** How an operator authenticated, from the by_id their records carry (docs/log-format.md). */
+export function howText(byId) {
+  if (byId === "admin-token") return "admin token";
+  if (byId.startsWith("token:")) return `operator token ${byId.slice(6)}`;
+  if (byId.startsWith("oidc:")) return `signed in at ${byId.slice(5).split("#")[0]}`;
+  return byId;
+}
+
+/** Who decided and how: "alice (operator token tok-1f…)"; an older record names who only. */
+export function whoText(by, byId) {
+  return byId === undefined ? by : `${by} (${howText(byId)})`;
+}
+
 /** How a decision reads: "denied · insufficient_budget (cost 5, remaining 2)". */
 export function reasonText(reason) {
   if (!reason || typeof reason !== "object") return "";
@@ -47,11 +60,13 @@ export class History {
       case "action_allowed":
         Object.assign(entry, { decision: "allowed", cost: r.cost, remaining: r.remaining, decided_at: r.ts });
         if (r.approved_by !== undefined) entry.by = r.approved_by;
+        if (r.by_id !== undefined) entry.by_id = r.by_id;
         if (r.note !== undefined) entry.note = r.note;
         break;
       case "action_denied":
         Object.assign(entry, { decision: "denied", reason: r.reason, decided_at: r.ts });
         if (r.by !== undefined) entry.by = r.by;
+        if (r.by_id !== undefined) entry.by_id = r.by_id;
         break;
       case "action_rejected":
         Object.assign(entry, {
@@ -60,6 +75,7 @@ export class History {
           by: r.by,
           decided_at: r.ts,
         });
+        if (r.by_id !== undefined) entry.by_id = r.by_id;
         break;
       case "approval_expired":
         // Denied by guardd itself: nobody decided in time. Not a rejection.
@@ -71,6 +87,7 @@ export class History {
         break;
       case "action_cancelled":
         Object.assign(entry, { decision: "cancelled", by: r.by, decided_at: r.ts });
+        if (r.by_id !== undefined) entry.by_id = r.by_id;
         entry.reason = r.reason !== undefined ? { code: "cancelled", reason: r.reason } : { code: "cancelled" };
         break;
       case "outcome":

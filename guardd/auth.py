@@ -24,7 +24,7 @@ import attrs
 
 from agents_runtime.core.commands import ADMIN, AGENT
 from agents_runtime.log.keys import agent_token_valid, token_agent_id
-from guardd.errors import ApiForbidden, Unauthorized
+from guardd.errors import ApiForbidden, BadRequest, Unauthorized
 
 
 class Role(StrEnum):
@@ -204,3 +204,33 @@ def require_agent_or_role(caller: Caller, agent_id: str, role: str) -> None:
             raise ApiForbidden("an agent token may act on its own agent only")
         return
     require_role(caller, role)
+
+
+@attrs.frozen
+class Signature:
+    """Who a record an operator causes names: ``by`` (display name) and ``by_id``."""
+
+    by: str
+    by_id: str
+
+
+def signed(caller: Caller, given: str | None, key: str, *, required: bool) -> Signature:
+    """Who the records of ``caller``'s step name. ``given`` is the body's
+    ``key`` (``approver``, ``by``): the admin token's is recorded as given
+    (400 when ``required`` and absent; absent otherwise: its name, ``admin``);
+    any other operator's must be their display name (403 naming both), and
+    absent is that name."""
+    operator = caller.operator
+    assert operator is not None, "an operator's step"
+    if operator.is_admin_token:
+        if given is None:
+            if required:
+                raise BadRequest(f"$.{key}: required with the admin token (who is it?)")
+            return Signature(operator.name, operator.by_id)
+        return Signature(given, operator.by_id)
+    if given is not None and given != operator.name:
+        raise ApiForbidden(
+            f"{key} {given!r} is not you: you are signed in as {operator.name!r}"
+            " (leave it out, or give your own name)"
+        )
+    return Signature(operator.name, operator.by_id)

@@ -51,6 +51,11 @@ from guardd.wire import (
     optional,
 )
 
+# What a body's approver or by is, now that operators have identities.
+SIGNED_NAME = (
+    "Required with the admin token (recorded as given). Another operator may leave it "
+    "out (their display name is recorded); given, it must be that name, else 403."
+)
 MAX_TOKEN_SECS = 365 * 24 * 3600  # an operator token lives at most a year
 MAX_GRANT_SECS = 10 * 366 * 24 * 3600  # ten years: beyond that, say so with a policy
 
@@ -169,14 +174,14 @@ class ClaudeCodeHook:
 
 @attrs.frozen
 class ApproveBody:
-    approver: Name
+    approver: Name | None = optional(SIGNED_NAME)
     note: Text | None = None
 
 
 @attrs.frozen
 class RejectBody:
-    approver: Name
     reason: Text
+    approver: Name | None = optional(SIGNED_NAME)
     scar: Severity | None = None
 
 
@@ -203,15 +208,18 @@ class ScarBody:
     reason: Text
     action_id: str | None = optional("Must name an existing action.")
     by: Operator | None = optional(
-        "The operator, logged as the scar record's `by` (`operator` when absent); "
-        '"system" is reserved for the service.'
+        "The operator, logged as the scar record's `by` (with the admin token, "
+        "`operator` when absent; another operator's display name is recorded, and "
+        'given, it must be that name); "system" is reserved for the service.'
     )
 
 
 @attrs.frozen
 class TerminateBody:
     reason: Text
-    by: Operator = doc('Who terminates; "system" is reserved for the service.')
+    by: Operator | None = optional(
+        'Who terminates; "system" is reserved for the service. ' + SIGNED_NAME
+    )
 
 
 @attrs.frozen
@@ -220,7 +228,7 @@ class GrantBody:
     (`ttl_secs`, `expires_at`); otherwise 400."""
 
     tool: Tool
-    by: Operator = doc("The operator who grants.")
+    by: Operator | None = optional("The operator who grants. " + SIGNED_NAME)
     note: Text | None = None
     max_calls: Count | None = optional("Calls the grant allows at most.")
     max_cost: Money | None = optional("Budget the grant's calls may spend at most.")
@@ -233,7 +241,7 @@ class GrantBody:
 
 @attrs.frozen
 class RevokeGrantBody:
-    by: Operator
+    by: Operator | None = optional(SIGNED_NAME)
     reason: Text | None = None
 
 

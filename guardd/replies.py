@@ -303,7 +303,10 @@ class ApprovalExpiredReason:
 @attrs.frozen(kw_only=True)
 class CancelledReason:
     code: Literal[ReasonCode.CANCELLED]
-    by: Literal["agent", "admin"]
+    by: str = doc(
+        "`agent` when its agent withdrew it; otherwise the operator's display name "
+        "(`admin` for the admin token)."
+    )
     reason: str = optional()
 
 
@@ -366,6 +369,11 @@ class Action:
     reason: DenyReason = optional()
     approved_by: str = optional()
     note: str = optional()
+    requested_by: str = optional("The operator who asked on the agent's behalf.")
+    requested_by_id: str = optional("Their identity: `token:<id>`, `admin-token`, `oidc:...`.")
+    decided_by_id: str = optional(
+        "The identity of the operator who approved, rejected or cancelled it."
+    )
     decided_at: Timestamp = optional("When a held action left pending_approval.")
     expires_at: Timestamp = optional("When a pending action expires, if its policy sets a timeout.")
     receipt: Receipt = optional()

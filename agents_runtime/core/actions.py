@@ -32,6 +32,7 @@ from agents_runtime.core.entries import (
     no_description,
     replayed,
     settles_nothing,
+    signed_by,
 )
 from agents_runtime.core.grants import drawable
 from agents_runtime.core.scars import add_scar
@@ -78,6 +79,8 @@ class RequestAction(Command):
     input: Any = None
     cost: Decimal | None = None
     idempotency_key: str | None = None
+    by: str | None = None  # an operator asking on the agent's behalf (entries.signed_by)
+    by_id: str | None = None
 
 
 @attrs.frozen
@@ -165,7 +168,7 @@ def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lin
     }
     if cmd.idempotency_key is not None:
         fields["idempotency_key"] = cmd.idempotency_key
-    requested = yield fields
+    requested = yield signed_by(fields, cmd.by, cmd.by_id)
     return (yield from conclude(state, action_id, verdict, requested, grant=grant))
 
 
@@ -238,6 +241,8 @@ def _request_of(record: Record) -> RequestAction:
         input=record["input"],
         cost=_decimal(record["requested_cost"]),
         idempotency_key=record.get("idempotency_key"),
+        by=record.get("by"),
+        by_id=record.get("by_id"),
     )
 
 

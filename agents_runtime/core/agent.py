@@ -30,6 +30,7 @@ from agents_runtime.core.entries import (
     no_description,
     nothing_follows,
     settles_nothing,
+    signed_by,
 )
 from agents_runtime.core.policy import Policy, charge_for, parse_policy, policy_json
 from agents_runtime.core.state import AgentState, Lines, parse_ts, status_json
@@ -51,6 +52,8 @@ class GetPolicy(Command):
 @attrs.frozen
 class SetPolicy(Command):
     policy: Policy
+    by: str | None = None  # the operator who sets it (entries.signed_by)
+    by_id: str | None = None
 
 
 @attrs.frozen
@@ -61,7 +64,7 @@ class GetLogView(Command):
 def set_policy(state: AgentState, cmd: SetPolicy, now: float, lines: Lines) -> Steps:
     if not state.alive:
         raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
-    yield {"kind": Kind.POLICY, "policy": policy_json(cmd.policy)}
+    yield signed_by({"kind": Kind.POLICY, "policy": policy_json(cmd.policy)}, cmd.by, cmd.by_id)
     yield from terminate_if_due(state)
     # A shorter timeout applies at once: what it makes due expires now, in
     # the same write, not in a batch of its own at the same ts.
@@ -100,7 +103,7 @@ def _finish_policy(state: AgentState, last: Record) -> Steps:
 
 def _policy_of(record: Record) -> SetPolicy | str:
     try:
-        return SetPolicy(parse_policy(record["policy"]))
+        return SetPolicy(parse_policy(record["policy"]), record.get("by"), record.get("by_id"))
     except PolicyError as exc:
         return f"policy record is not a valid policy: {exc}"
 

@@ -32,6 +32,7 @@ from agents_runtime.core.entries import (
     no_command,
     no_description,
     nothing_follows,
+    signed_by,
 )
 from agents_runtime.core.scars import add_scar
 from agents_runtime.core.state import (
@@ -51,7 +52,7 @@ from agents_runtime.core.state import (
     request_line,
 )
 from agents_runtime.core.termination import terminate_if_exhausted
-from agents_runtime.core.vocabulary import SYSTEM, ActionStatus, Decision, ReasonCode
+from agents_runtime.core.vocabulary import ADMIN, SYSTEM, ActionStatus, Decision, ReasonCode
 from agents_runtime.errors import InvalidState
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Sealed
@@ -74,6 +75,7 @@ class Approve(Command):
     action_id: str
     approver: str
     note: str | None = None
+    by_id: str | None = None  # the approver's identity (entries.signed_by)
 
 
 @attrs.frozen
@@ -82,6 +84,7 @@ class Reject(Command):
     approver: str
     reason: str
     scar: str | None = None
+    by_id: str | None = None
 
 
 @attrs.frozen
@@ -91,6 +94,8 @@ class Cancel(Command):
     action_id: str
     role: str  # ADMIN or AGENT
     reason: str | None = None
+    by: str | None = None  # an operator's display name; with by_id, written for the role
+    by_id: str | None = None
 
 
 @attrs.frozen
@@ -110,6 +115,7 @@ def conclude(
     approver: str | None = None,
     note: str | None = None,
     grant: str | None = None,
+    by_id: str | None = None,
 ) -> Steps:
     """Write the decision records for a verdict on the action whose
     action_requested record is ``request`` (as sealed, or folded); return
@@ -133,6 +139,7 @@ def conclude(
             fields["approved_by"] = approver
             if note is not None:
                 fields["note"] = note
+            signed_by(fields, approver, by_id)
         if grant is not None:
             fields["grant_id"] = grant
         allowed = yield fields
@@ -154,6 +161,7 @@ def conclude(
     denied: dict[str, Any] = {"kind": Kind.ACTION_DENIED, "action_id": action_id, "reason": reason}
     if approver is not None:
         denied["by"] = approver
+        signed_by(denied, approver, by_id)
     yield denied
     yield from _denial_scar(state, action_id, reason)
     return {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
@@ -207,21 +215,23 @@ def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
             action.request,
             approver=cmd.approver,
             note=cmd.note,
+            by_id=cmd.by_id,
         )
     )
 
 
 def reject(state: AgentState, cmd: Reject, now: float, lines: Lines) -> Steps:
     action = pending_action(state, cmd.action_id)
-    yield {
+    fields = {
         "kind": Kind.ACTION_REJECTED,
         "action_id": action.action_id,
         "by": cmd.approver,
         "reason": cmd.reason,
         "scar": cmd.scar,
     }
+    yield signed_by(fields, cmd.approver, cmd.by_id)
     if cmd.scar is not None:
-        yield from add_scar(state, cmd.scar, cmd.reason, action.action_id, cmd.approver)
+        yield from add_scar(state, cmd.scar, cmd.reason, action.action_id, cmd.approver, cmd.by_id)
     return {"decision": Decision.DENIED, "action_id": action.action_id, "reason": action.reason}
 
 
@@ -230,6 +240,7 @@ def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
     action = pending_action(state, cmd.action_id)
     fields: dict[str, Any] = {"kind": Kind.ACTION_CANCELLED, "action_id": action.action_id}
     fields["by"] = cmd.role
+    signed_by(fields, cmd.by, cmd.by_id)
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
     yield fields
@@ -310,6 +321,7 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
         action.approved_by = r.get("approved_by")
         action.note = r.get("note")
         action.decided_at = r["ts"]
+        action.decided_by_id = r.get("by_id")
         if "request_hash" in r:
             action.receipt_seq = r["seq"]
     state.action_status[n - 1] = _ALLOWED_CODE
@@ -328,6 +340,7 @@ def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
     if action is not None:
         action.reason = reason
         action.decided_at = r["ts"]
+        action.decided_by_id = r.get("by_id")
     state.action_status[n - 1] = _DENIED_CODE
     state.actions_denied += 1
 
@@ -357,6 +370,7 @@ def _fold_cancelled(state: AgentState, r: Record) -> None:
         reason["reason"] = r["reason"]
     action.reason = reason
     action.decided_at = r["ts"]
+    action.decided_by_id = r.get("by_id")
     # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
     state.action_status[action_of(state, r) - 1] = _CANCELLED_CODE
 
@@ -374,7 +388,8 @@ def _finish_denied(state: AgentState, last: Record) -> Steps:
 
 def _finish_rejected(state: AgentState, last: Record) -> Steps:
     if last["scar"] is not None:
-        yield from add_scar(state, last["scar"], last["reason"], last["action_id"], last["by"])
+        scar, reason, action_id = last["scar"], last["reason"], last["action_id"]
+        yield from add_scar(state, scar, reason, action_id, last["by"], last.get("by_id"))
 
 
 # -- replay: the command each record starts, how one command's records follow -----------
@@ -384,22 +399,27 @@ def _approval_of_allowed(record: Record) -> Approve | None:
     approver = record.get("approved_by")
     if approver is None:
         return None  # allowed at request time: it follows its request
-    return Approve(record["action_id"], approver, record.get("note"))
+    return Approve(record["action_id"], approver, record.get("note"), record.get("by_id"))
 
 
 def _approval_of_denied(record: Record) -> Approve | None:
     approver = record.get("by")
     if approver is None:
         return None  # denied at request time: it follows its request
-    return Approve(record["action_id"], approver)
+    return Approve(record["action_id"], approver, by_id=record.get("by_id"))
 
 
 def _rejection(record: Record) -> Reject:
-    return Reject(record["action_id"], record["by"], record["reason"], record["scar"])
+    return Reject(
+        record["action_id"], record["by"], record["reason"], record["scar"], record.get("by_id")
+    )
 
 
 def _cancellation(record: Record) -> Cancel:
-    return Cancel(record["action_id"], record["by"], record.get("reason"))
+    by_id = record.get("by_id")
+    if by_id is None:  # the agent's, or the admin token's before identities
+        return Cancel(record["action_id"], record["by"], record.get("reason"))
+    return Cancel(record["action_id"], ADMIN, record.get("reason"), record["by"], by_id)
 
 
 def _by_timer(record: Record) -> ByTimer:

@@ -82,6 +82,17 @@ Handler = Callable[["AgentState", Any, float, "Lines"], Any]
 Reads = Callable[["AgentState", Any], tuple[int, ...]]
 
 
+def signed_by(fields: dict[str, Any], by: str | None, by_id: str | None) -> dict[str, Any]:
+    """``fields`` of a record an operator caused, with who they are: ``by``
+    (their display name) and ``by_id`` (``oidc:<iss>#<sub>``, ``token:<id>``
+    or ``admin-token``). Without ``by_id`` (the agent's own step, or a log
+    from before operators had identities) ``fields`` are left as they were."""
+    if by_id is not None:
+        fields["by"] = by
+        fields["by_id"] = by_id
+    return fields
+
+
 def json_text(value: Any) -> str:
     """A value as its canonical JSON, for a record's description."""
     return canonical.dumps(value).decode()

@@ -34,6 +34,7 @@ from agents_runtime.core.entries import (
     nothing_follows,
     replayed,
     settles_nothing,
+    signed_by,
 )
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.state import NO_GRANTS, AgentState, Lines, parse_ts
@@ -58,6 +59,7 @@ class IssueGrant(Command):
     expires_at: str | None = None
     input_match: dict[str, Any] | None = None
     note: str | None = None
+    by_id: str | None = None  # the operator's identity (entries.signed_by)
 
 
 @attrs.frozen
@@ -65,6 +67,7 @@ class RevokeGrant(Command):
     grant_id: str
     by: str
     reason: str | None = None
+    by_id: str | None = None
 
 
 @attrs.frozen
@@ -200,7 +203,7 @@ def issue_grant(state: AgentState, cmd: IssueGrant, now: float, lines: Lines) ->
     }
     if cmd.note is not None:
         fields["note"] = cmd.note
-    yield fields
+    yield signed_by(fields, cmd.by, cmd.by_id)
     return grant_json(state.grants[grant_id], now)
 
 
@@ -220,7 +223,7 @@ def revoke_grant(state: AgentState, cmd: RevokeGrant, now: float, lines: Lines) 
     fields: dict[str, Any] = {"kind": Kind.GRANT_REVOKED, "grant_id": grant.grant_id, "by": cmd.by}
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
-    yield fields
+    yield signed_by(fields, cmd.by, cmd.by_id)
     return grant_json(grant, now)
 
 
@@ -270,11 +273,12 @@ def _issue_of(record: Record) -> IssueGrant:
         expires_at=record["expires_at"],
         input_match=record["input_match"],
         note=record.get("note"),
+        by_id=record.get("by_id"),
     )
 
 
 def _revoke_of(record: Record) -> RevokeGrant:
-    return RevokeGrant(record["grant_id"], record["by"], record.get("reason"))
+    return RevokeGrant(record["grant_id"], record["by"], record.get("reason"), record.get("by_id"))
 
 
 def _describe(record: Record) -> str:

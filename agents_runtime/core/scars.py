@@ -22,6 +22,7 @@ from agents_runtime.core.entries import (
     announces_nothing,
     replayed,
     settles_nothing,
+    signed_by,
 )
 from agents_runtime.core.state import AgentState, Lines, Scar, known_action, status_json
 from agents_runtime.core.termination import terminate_if_due
@@ -38,6 +39,7 @@ class AddScar(Command):
     reason: str
     action_id: str | None = None
     by: str | None = None  # the operator who adds it; None writes "operator"
+    by_id: str | None = None  # the operator's identity (entries.signed_by)
 
 
 def add_scar(
@@ -46,10 +48,12 @@ def add_scar(
     reason: str,
     action_id: str | None,
     by: str,
+    by_id: str | None = None,
 ) -> Steps:
     fields: dict[str, Any] = {"kind": Kind.SCAR, "severity": severity, "reason": reason, "by": by}
     if action_id is not None:
         fields["action_id"] = action_id
+    signed_by(fields, by, by_id)
     yield fields
     yield from terminate_if_due(state, fatal=severity == Severity.FATAL)
 
@@ -60,7 +64,7 @@ def scar(state: AgentState, cmd: AddScar, now: float, lines: Lines) -> Steps:
     # Without a name the record keeps the word it always had, so logs written
     # before operators could sign their scars read (and replay) the same.
     by = OPERATOR if cmd.by is None else cmd.by
-    yield from add_scar(state, cmd.severity, cmd.reason, cmd.action_id, by)
+    yield from add_scar(state, cmd.severity, cmd.reason, cmd.action_id, by, cmd.by_id)
     return status_json(state)
 
 
@@ -79,7 +83,9 @@ def _starts(record: Record) -> AddScar | None:
     if not isinstance(by, str) or by == SYSTEM:
         return None  # the service's own: it follows the record that caused it
     # An operator's scar: ``by`` is the name given, or "operator" when none was.
-    return AddScar(record["severity"], record["reason"], record.get("action_id"), by)
+    return AddScar(
+        record["severity"], record["reason"], record.get("action_id"), by, record.get("by_id")
+    )
 
 
 def _continues(record: Record, previous: Record) -> bool:

@@ -100,6 +100,7 @@ class Action:
     approved_by: str | None = None
     note: str | None = None
     decided_at: str | None = None  # ts of the record that took it out of pending
+    decided_by_id: str | None = None  # the by_id of the operator who took it out of pending
     # Seq of its action_allowed record when that record names its request
     # (log_id and request_hash): the second line of its receipt.
     receipt_seq: int | None = None
@@ -399,6 +400,12 @@ def action_json(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
             out["approved_by"] = held.approved_by
         if held.note is not None:
             out["note"] = held.note
+        request = held.request
+        if "by_id" in request:
+            out["requested_by"] = request["by"]
+            out["requested_by_id"] = request["by_id"]
+        if held.decided_by_id is not None:
+            out["decided_by_id"] = held.decided_by_id
         if held.decided_at is not None:
             out["decided_at"] = held.decided_at
             if held.receipt_seq is not None:

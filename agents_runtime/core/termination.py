@@ -23,6 +23,7 @@ from agents_runtime.core.entries import (
     Steps,
     nothing_follows,
     settles_nothing,
+    signed_by,
 )
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.state import AgentState, Lines, status_json
@@ -35,6 +36,7 @@ from agents_runtime.log.kinds import Kind
 class Terminate(Command):
     reason: str
     by: str
+    by_id: str | None = None  # the operator's identity (entries.signed_by)
 
 
 def terminate(state: AgentState, cmd: Terminate, now: float, lines: Lines) -> Steps:
@@ -42,7 +44,9 @@ def terminate(state: AgentState, cmd: Terminate, now: float, lines: Lines) -> St
         raise AlreadyTerminated(
             f"agent {state.agent_id} is already terminated ({state.termination_reason})"
         )
-    yield {"kind": Kind.TERMINATED, "reason": cmd.reason, "by": cmd.by}
+    yield signed_by(
+        {"kind": Kind.TERMINATED, "reason": cmd.reason, "by": cmd.by}, cmd.by, cmd.by_id
+    )
     return status_json(state)
 
 
@@ -69,7 +73,7 @@ def _fold(state: AgentState, r: Record) -> None:
 
 
 def _starts(record: Record) -> Terminate:
-    return Terminate(record["reason"], record["by"])
+    return Terminate(record["reason"], record["by"], record.get("by_id"))
 
 
 def _continues(record: Record, previous: Record) -> bool:

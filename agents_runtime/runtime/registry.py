@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 
 from agents_runtime.core.commands import GetStatus
+from agents_runtime.core.entries import signed_by
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
 from agents_runtime.core.state import AgentState, status_json
@@ -443,8 +444,11 @@ class Registry:
 
     # -- creation ------------------------------------------------------------
 
-    async def create(self, agent_id: str, policy: Policy) -> dict[str, Any]:
-        """Write a new log (genesis and policy) durably, start its actor."""
+    async def create(
+        self, agent_id: str, policy: Policy, by: str | None = None, by_id: str | None = None
+    ) -> dict[str, Any]:
+        """Write a new log (genesis and policy) durably, start its actor;
+        both records name the operator who creates it (``by``, ``by_id``)."""
         if self.exists(agent_id) or agent_id in self._creating:
             raise AgentExists(f"agent {agent_id} already exists")
         signer = self.ring.signer
@@ -456,8 +460,8 @@ class Registry:
             ts = timestamp_now(self.clock)
             lines = []
             for fields in (
-                genesis_fields(agent_id, signer.public_key_hex),
-                {"kind": Kind.POLICY, "policy": policy_json(policy)},
+                signed_by(genesis_fields(agent_id, signer.public_key_hex), by, by_id),
+                signed_by({"kind": Kind.POLICY, "policy": policy_json(policy)}, by, by_id),
             ):
                 sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
                 record = canonical.loads(sealed.line[:-1])

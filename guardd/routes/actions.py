@@ -9,7 +9,7 @@ from quart import Response
 from agents_runtime.core import commands as c
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies
-from guardd.auth import ADMIN_ROLE, APPROVER, VIEWER, Caller
+from guardd.auth import ADMIN_ROLE, APPROVER, VIEWER, Caller, signed
 from guardd.endpoints import AGENT, IDEMPOTENCY_KEY, OPERATOR, WAIT, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint, decision_response, watch_action
@@ -34,9 +34,19 @@ _PENDING_ONLY = "409 `invalid_state` unless the action is pending."
     "A 400 uses no action ID and writes nothing.",
 )
 async def request_action(
-    service: Service, ref: AgentRef, idempotency_key: str | None, body: bodies.ActionRequest
+    service: Service,
+    who: Caller,
+    ref: AgentRef,
+    idempotency_key: str | None,
+    body: bodies.ActionRequest,
 ) -> Response:
-    command = c.RequestAction(body.tool, body.input, body.cost, idempotency_key)
+    if who.operator is None:  # the agent itself: the decision path
+        command = c.RequestAction(body.tool, body.input, body.cost, idempotency_key)
+    else:  # an operator on the agent's behalf: the request names them
+        by = signed(who, None, "by", required=False)
+        command = c.RequestAction(
+            body.tool, body.input, body.cost, idempotency_key, by.by, by.by_id
+        )
     return decision_response(service, await ref.ask(command))
 
 
@@ -101,9 +111,11 @@ async def outcome(
     description=_PENDING_ONLY,
 )
 async def approve(
-    service: Service, ref: AgentRef, action_id: str, body: bodies.ApproveBody
+    service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.ApproveBody
 ) -> Response:
-    return decision_response(service, await ref.ask(c.Approve(action_id, body.approver, body.note)))
+    by = signed(who, body.approver, "approver", required=True)
+    command = c.Approve(action_id, by.by, body.note, by.by_id)
+    return decision_response(service, await ref.ask(command))
 
 
 @blueprint.endpoint(
@@ -119,9 +131,10 @@ async def approve(
     description=_PENDING_ONLY,
 )
 async def reject(
-    service: Service, ref: AgentRef, action_id: str, body: bodies.RejectBody
+    service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.RejectBody
 ) -> Response:
-    command = c.Reject(action_id, body.approver, body.reason, body.scar)
+    by = signed(who, body.approver, "approver", required=True)
+    command = c.Reject(action_id, by.by, body.reason, body.scar, by.by_id)
     return decision_response(service, await ref.ask(command))
 
 
@@ -142,4 +155,9 @@ async def reject(
 async def cancel(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.CancelBody
 ) -> Response:
-    return json_response(await ref.ask(c.Cancel(action_id, who.role, body.reason)))
+    if who.operator is None:
+        command = c.Cancel(action_id, who.role, body.reason)
+    else:
+        by = signed(who, None, "by", required=False)
+        command = c.Cancel(action_id, who.role, body.reason, by.by, by.by_id)
+    return json_response(await ref.ask(command))

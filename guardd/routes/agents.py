@@ -10,7 +10,7 @@ from agents_runtime.core.policy import Policy
 from agents_runtime.log.keys import agent_token
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies, views
-from guardd.auth import ADMIN_ROLE, VIEWER
+from guardd.auth import ADMIN_ROLE, ADMIN_TOKEN_ID, VIEWER, Caller, signed
 from guardd.endpoints import AGENT, OPERATOR, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint
@@ -31,8 +31,9 @@ _AFTER = "The agent's status after the step."
     writes=True,
     errors=("agent_exists",),
 )
-async def create_agent(service: Service, body: bodies.NewAgent) -> Response:
-    status = await service.guard.registry.create(body.agent_id, body.policy)
+async def create_agent(service: Service, who: Caller, body: bodies.NewAgent) -> Response:
+    by = signed(who, None, "by", required=False)
+    status = await service.guard.registry.create(body.agent_id, body.policy, by.by, by.by_id)
     token = agent_token(service.guard.ring.token_key, body.agent_id)
     return json_response(views.created_agent(status, token), 201)
 
@@ -102,8 +103,9 @@ async def get_policy(service: Service, ref: AgentRef) -> Response:
     description="Writes a `policy` record; a terminated agent is 409 `invalid_state` "
     "(termination is permanent).",
 )
-async def set_policy(service: Service, ref: AgentRef, body: Policy) -> Response:
-    return json_response(await ref.ask(c.SetPolicy(body)))
+async def set_policy(service: Service, who: Caller, ref: AgentRef, body: Policy) -> Response:
+    by = signed(who, None, "by", required=False)
+    return json_response(await ref.ask(c.SetPolicy(body, by.by, by.by_id)))
 
 
 @blueprint.endpoint(
@@ -118,8 +120,11 @@ async def set_policy(service: Service, ref: AgentRef, body: Policy) -> Response:
     errors=("unknown_action",),
     description="An `action_id` that does not exist is 404 `unknown_action`.",
 )
-async def add_scar(service: Service, ref: AgentRef, body: bodies.ScarBody) -> Response:
-    command = c.AddScar(body.severity, body.reason, body.action_id, body.by)
+async def add_scar(service: Service, who: Caller, ref: AgentRef, body: bodies.ScarBody) -> Response:
+    by = signed(who, body.by, "by", required=False)
+    # The admin token's scar without a name keeps the word it always had ("operator").
+    name = by.by if body.by is not None or by.by_id != ADMIN_TOKEN_ID else None
+    command = c.AddScar(body.severity, body.reason, body.action_id, name, by.by_id)
     return json_response(await ref.ask(command))
 
 
@@ -134,5 +139,8 @@ async def add_scar(service: Service, ref: AgentRef, body: bodies.ScarBody) -> Re
     writes=True,
     errors=("already_terminated",),
 )
-async def terminate(service: Service, ref: AgentRef, body: bodies.TerminateBody) -> Response:
-    return json_response(await ref.ask(c.Terminate(body.reason, body.by)))
+async def terminate(
+    service: Service, who: Caller, ref: AgentRef, body: bodies.TerminateBody
+) -> Response:
+    by = signed(who, body.by, "by", required=True)
+    return json_response(await ref.ask(c.Terminate(body.reason, by.by, by.by_id)))

@@ -7,7 +7,7 @@ from quart import Response
 from agents_runtime.core import commands as c
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies
-from guardd.auth import APPROVER, VIEWER
+from guardd.auth import APPROVER, VIEWER, Caller, signed
 from guardd.endpoints import OPERATOR, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint
@@ -29,10 +29,14 @@ blueprint = ServiceBlueprint("grants", __name__, tag="agents")
     "that matches an unexpired grant with room left is allowed at once, its "
     "`action_allowed` naming the grant. 409 `invalid_state` when the agent is terminated.",
 )
-async def issue_grant(service: Service, ref: AgentRef, body: bodies.GrantBody) -> Response:
+async def issue_grant(
+    service: Service, who: Caller, ref: AgentRef, body: bodies.GrantBody
+) -> Response:
+    by = signed(who, body.by, "by", required=True)
     command = c.IssueGrant(
         tool=body.tool,
-        by=body.by,
+        by=by.by,
+        by_id=by.by_id,
         max_calls=body.max_calls,
         max_cost=body.max_cost,
         ttl_secs=body.ttl_secs,
@@ -69,6 +73,7 @@ async def list_grants(service: Service, ref: AgentRef) -> Response:
     "not have; 409 `invalid_state` when revoked already.",
 )
 async def revoke_grant(
-    service: Service, ref: AgentRef, grant_id: str, body: bodies.RevokeGrantBody
+    service: Service, who: Caller, ref: AgentRef, grant_id: str, body: bodies.RevokeGrantBody
 ) -> Response:
-    return json_response(await ref.ask(c.RevokeGrant(grant_id, body.by, body.reason)))
+    by = signed(who, body.by, "by", required=True)
+    return json_response(await ref.ask(c.RevokeGrant(grant_id, by.by, body.reason, by.by_id)))

@@ -133,7 +133,7 @@ def test_agent_page_shows_every_decision_with_reason_approver_outcome_scars_and_
         "act-3",
         "allowed",
         "allowed · cost 5 · 94 left",
-        history_by="alice",
+        history_by="alice (admin token)",
         history_note="known customer",
         history_outcome="failure (reported by agent): bounced",
         history_scar="minor scar: outcome: failure: bounced",
@@ -142,7 +142,7 @@ def test_agent_page_shows_every_decision_with_reason_approver_outcome_scars_and_
         "act-4",
         "rejected",
         "rejected: too wide",
-        history_by="bob",
+        history_by="bob (admin token)",
         history_scar="minor scar: too wide (by bob)",
     )
     check("act-5", "cancelled", "cancelled: the user gave up", history_by="agent")

@@ -316,9 +316,12 @@ def test_scar_by_names_the_operator_in_the_signed_scar_record(api: Api) -> None:
         "severity": "minor",
         "action_id": "act-1",
     }
-    # without a name the record is what it always was
+    # without a name the record says "operator" as it always did, beside the admin token's ID
     assert unnamed["by"] == "operator"
-    assert set(unnamed) == {"seq", "ts", "prev", "hash", "sig", "kind", "severity", "reason", "by"}
+    assert unnamed["by_id"] == "admin-token"
+    assert set(unnamed) == {
+        *("seq", "ts", "prev", "hash", "sig", "kind", "severity", "reason", "by", "by_id")
+    }
 
 
 def test_scar_by_system_is_refused(api: Api) -> None:

@@ -253,7 +253,8 @@ AGREEMENT = [
     (bodies.ScarBody, {"severity": "fatal", "reason": "r", "by": None}, True),
     (bodies.ScarBody, {"severity": "fatal", "reason": "r", "by": "system"}, False),
     (bodies.TerminateBody, {"reason": "r", "by": "ann"}, True),
-    (bodies.TerminateBody, {"reason": "r"}, False),
+    (bodies.TerminateBody, {"reason": "r"}, True),  # `by`: required with the admin token only
+    (bodies.TerminateBody, {"by": "ann"}, False),
     (bodies.GrantBody, {"tool": "t", "by": "ann", "max_calls": 1, "ttl_secs": 60}, True),
     (bodies.GrantBody, {"tool": "t", "by": "ann", "max_calls": 0}, False),
     (bodies.GrantBody, {"tool": "t", "by": "ann", "input_match": []}, False),
