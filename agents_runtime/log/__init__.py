@@ -16,6 +16,7 @@ Public modules (``__all__``)::
     keys          signing keys, key files, agent tokens
     verify        verification of a log: chain, signatures, genesis, checkpoint
     checkpoint    checkpoint files: each agent's committed head beside its log
+    operators     the operators log: operator tokens issued and revoked, verified
     store         the storage seam: LogStore, AgentLog and BatchHost protocols
     stores        open_store: any store from where it is (the one module that knows both)
     readback      reading a served log back: its records, its verification
@@ -39,6 +40,7 @@ __all__ = [
     "ids",
     "keys",
     "kinds",
+    "operators",
     "postgres",
     "readback",
     "record",
