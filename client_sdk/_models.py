@@ -46,6 +46,8 @@ class Decision:
     reason: dict[str, Any] | None = None
     receipt: tuple[str, ...] | None = None
     grant_id: str | None = None
+    approvals: tuple[dict[str, Any], ...] | None = None
+    approvals_required: int | None = None
 
     @property
     def allowed(self) -> bool:
@@ -83,6 +85,8 @@ class Action:
     requested_by: str | None = None
     requested_by_id: str | None = None
     decided_by_id: str | None = None
+    approvals: tuple[dict[str, Any], ...] | None = None
+    approvals_required: int | None = None
     receipt: tuple[str, ...] | None = None
     grant_id: str | None = None
 
@@ -140,6 +144,7 @@ class ToolRule:
     requires_approval: bool
     max_calls: int | None = None
     approval_timeout_secs: Decimal | None = None
+    approvals_required: int | None = None
 
 
 @attrs.frozen
@@ -216,6 +221,8 @@ class PendingEntry:
     requested_at: str
     seq: int
     action: PendingAction
+    approvals: tuple[dict[str, Any], ...] | None = None
+    approvals_required: int | None = None
 
 
 @attrs.frozen

@@ -36,6 +36,7 @@ from client_sdk._read import (
     object_of,
     objects,
     opt,
+    opt_dicts,
     opt_integer,
     opt_model,
     opt_number,
@@ -57,6 +58,8 @@ def parse_decision(body: Any) -> Decision:
         reason=opt(obj, "reason", dict),
         receipt=opt_strings(obj, "receipt"),
         grant_id=opt(obj, "grant_id", str),
+        approvals=opt_dicts(obj, "approvals"),
+        approvals_required=opt_integer(obj, "approvals_required"),
     )
 
 
@@ -75,6 +78,8 @@ def parse_action(body: Any) -> Action:
         requested_by=opt(obj, "requested_by", str),
         requested_by_id=opt(obj, "requested_by_id", str),
         decided_by_id=opt(obj, "decided_by_id", str),
+        approvals=opt_dicts(obj, "approvals"),
+        approvals_required=opt_integer(obj, "approvals_required"),
         receipt=opt_strings(obj, "receipt"),
         grant_id=opt(obj, "grant_id", str),
     )
@@ -125,6 +130,7 @@ def parse_tool_rule(body: Any) -> ToolRule:
         requires_approval=boolean(obj, "requires_approval"),
         max_calls=opt_integer(obj, "max_calls"),
         approval_timeout_secs=opt_number(obj, "approval_timeout_secs"),
+        approvals_required=opt_integer(obj, "approvals_required"),
     )
 
 
@@ -192,6 +198,8 @@ def parse_pending_entry(body: Any) -> PendingEntry:
         requested_at=string(obj, "requested_at"),
         seq=integer(obj, "seq"),
         action=model(obj, "action", parse_pending_action),
+        approvals=opt_dicts(obj, "approvals"),
+        approvals_required=opt_integer(obj, "approvals_required"),
     )
 
 

@@ -111,5 +111,13 @@ def models(obj: dict[str, Any], key: str, parse: Callable[[Any], T]) -> tuple[T,
     return tuple(parse(item) for item in objects(obj, key))
 
 
+def opt_dicts(obj: dict[str, Any], key: str) -> tuple[dict[str, Any], ...] | None:
+    return None if obj.get(key) is None else tuple(objects(obj, key))
+
+
+def opt_models(obj: dict[str, Any], key: str, parse: Callable[[Any], T]) -> tuple[T, ...] | None:
+    return None if obj.get(key) is None else models(obj, key, parse)
+
+
 def mapping(obj: dict[str, Any], key: str, parse: Callable[[Any], T]) -> dict[str, T]:
     return {name: parse(item) for name, item in object_of(obj.get(key)).items()}

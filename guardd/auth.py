@@ -23,6 +23,7 @@ from typing import Protocol
 import attrs
 
 from agents_runtime.core.commands import ADMIN, AGENT
+from agents_runtime.core.vocabulary import ADMIN_TOKEN_ID as ADMIN_TOKEN_ID
 from agents_runtime.log.keys import agent_token_valid, token_agent_id
 from guardd.errors import ApiForbidden, BadRequest, Unauthorized
 
@@ -43,7 +44,6 @@ ROLES = (VIEWER, APPROVER, ADMIN_ROLE)
 VIA_OIDC = "oidc"
 VIA_OPERATOR_TOKEN = "operator_token"  # noqa: S105  # a name, not a secret
 VIA_ADMIN_TOKEN = "admin_token"  # noqa: S105
-ADMIN_TOKEN_ID = "admin-token"  # noqa: S105  # the admin token's by_id
 OPERATOR_TOKEN_PREFIX = "opr_"  # noqa: S105
 
 

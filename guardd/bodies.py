@@ -43,6 +43,7 @@ from guardd.wire import (
     Name,
     Operator,
     Positive,
+    Quorum,
     Seconds,
     Text,
     Timestamp,
@@ -79,6 +80,10 @@ class ToolRuleBody:
     approval_timeout_secs: Positive | None = optional(
         "Seconds a held call of this tool may wait for an operator before it "
         "expires; overrides the policy's `approval_timeout_secs`."
+    )
+    approvals_required: Quorum = optional(
+        "Operators who must each approve a held call (1 to 10, default 1); each "
+        "approval before the last writes `approval_recorded`."
     )
 
 

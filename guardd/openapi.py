@@ -26,7 +26,7 @@ import attrs
 
 from agents_runtime.core.behaviour import SYSTEM
 from agents_runtime.core.money import LIMIT, PLACES, Money
-from agents_runtime.core.policy import MAX_TOOL_NAME
+from agents_runtime.core.policy import MAX_APPROVALS, MAX_TOOL_NAME
 from agents_runtime.log.canonical import MAX_DEPTH, MAX_SAFE_INT
 from agents_runtime.log.ids import AGENT_ID
 from guardd import bodies, replies, wire
@@ -178,6 +178,7 @@ _TYPES: dict[Any, Callable[[str | None], Schema]] = {
     wire.Text: _plain(_string(1, MAX_TEXT)),
     wire.Tool: _plain(_string(1, MAX_TOOL_NAME)),
     wire.Count: _plain(_int(1)),
+    wire.Quorum: _plain({"type": "integer", "minimum": 1, "maximum": MAX_APPROVALS}),
     wire.Whole: _plain(_int(0)),
     wire.HeadSeq: _plain(_int(-1)),
     wire.Seconds: lambda description: _positive(description or "Seconds."),

@@ -40,6 +40,7 @@ from guardd.wire import (
     Hex64,
     InputMatch,
     Positive,
+    Quorum,
     Receipt,
     Signature,
     Timestamp,
@@ -230,6 +231,9 @@ class ToolRuleInForce:
         "Seconds a held call of this tool may wait for an operator before it expires; "
         "overrides the policy's `approval_timeout_secs`."
     )
+    approvals_required: Quorum = optional(
+        "Operators who must each approve a held call; present when above 1."
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -342,10 +346,30 @@ class DeniedDecision:
     reason: DenyReason
 
 
+_APPROVALS = (
+    "Each approval given so far, in order (when the tool's rule requires more than one, "
+    "or one was given)."
+)
+_APPROVALS_REQUIRED = "Approvals the tool's rule requires, under the policy in force."
+
+
+@attrs.frozen(kw_only=True)
+class Approval:
+    """One operator's approval of a held action."""
+
+    by: str = doc("Their display name.")
+    by_id: str | None = doc("Their identity: `token:<id>`, `admin-token`, `oidc:...`.")
+    at: Timestamp
+
+
 @attrs.frozen(kw_only=True)
 class PendingDecision:
     decision: Literal[Word.PENDING_APPROVAL]
     action_id: ActionId
+    approvals: list[Approval] = optional(
+        "An approval that was not the last a quorum needs: each approval so far."
+    )
+    approvals_required: Count = optional("Approvals the tool's rule requires.")
 
 
 class Decision(OneOf):
@@ -374,6 +398,8 @@ class Action:
     decided_by_id: str = optional(
         "The identity of the operator who approved, rejected or cancelled it."
     )
+    approvals: list[Approval] = optional(_APPROVALS)
+    approvals_required: Count = optional(_APPROVALS_REQUIRED)
     decided_at: Timestamp = optional("When a held action left pending_approval.")
     expires_at: Timestamp = optional("When a pending action expires, if its policy sets a timeout.")
     receipt: Receipt = optional()
@@ -398,6 +424,8 @@ class PendingEntry:
     seq: Whole = doc("Seq of the action_requested record.")
     action: PendingAction
     expires_at: Timestamp = optional("When it expires, if its policy sets a timeout.")
+    approvals: list[Approval] = optional(_APPROVALS)
+    approvals_required: Count = optional(_APPROVALS_REQUIRED)
 
 
 @attrs.frozen(kw_only=True)

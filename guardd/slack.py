@@ -142,6 +142,11 @@ def slack_body(
     else:
         if event.type == "approval.decided":
             text = _decided(event)
+        elif event.type == "approval.recorded":
+            text = (
+                f"*Approval recorded* for {plain(data['action_id'])} of agent {agent} by "
+                f"{plain(data['by'])}: {data.get('approvals_required', '?')} required"
+            )
         elif event.type == "agent.terminated":
             text = f"*Agent {agent} terminated* by {plain(data['by'])}: {plain(data['reason'])}"
         else:  # agent.quarantined

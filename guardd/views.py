@@ -216,6 +216,16 @@ def action(state: AgentState, n: int, lines: Lines) -> Json:
             out["approved_by"] = held.approved_by
         if held.note is not None:
             out["note"] = held.note
+        request = held.request
+        if "by_id" in request:
+            out["requested_by"] = request["by"]
+            out["requested_by_id"] = request["by_id"]
+        if held.decided_by_id is not None:
+            out["decided_by_id"] = held.decided_by_id
+        required = _approvals_required(state, held)
+        if required > 1 or held.approvals:
+            out["approvals"] = held.approvals
+            out["approvals_required"] = required
         if held.decided_at is not None:
             out["decided_at"] = held.decided_at
             if held.receipt_seq is not None:
@@ -265,7 +275,16 @@ def pending_entry(held: Action, state: AgentState | None = None) -> Json:
         deadline = approval_deadline(state, held)
         if deadline is not None:
             out["expires_at"] = _moment(deadline)
+        required = _approvals_required(state, held)
+        if required > 1 or held.approvals:
+            out["approvals"] = held.approvals
+            out["approvals_required"] = required
     return out
+
+
+def _approvals_required(state: AgentState, held: Action) -> int:
+    policy = state.policy
+    return 1 if policy is None else policy.approvals_required(held.tool)
 
 
 def pending_list(state: AgentState) -> Json:

@@ -2,7 +2,8 @@
 
 An event is made from one committed log record (``event_for``), never from a
 request, so nothing is announced that is not durable: ``approval.required``,
-``approval.decided`` and ``agent.terminated``, plus ``agent.quarantined`` for
+``approval.recorded`` (one approval of several required), ``approval.decided``
+and ``agent.terminated``, plus ``agent.quarantined`` for
 an agent whose log failed at startup. Its id, ``evt_<agent>_<seq>``, is the
 same on every attempt, so receivers drop repeats by it. The body is
 ``{type, timestamp, data}`` (``standard_body``), or a Slack message

@@ -24,6 +24,7 @@ Text = NewType("Text", str)  # reasons and notes (1-4096 characters)
 Tool = NewType("Tool", str)
 AgentId = NewType("AgentId", str)
 Count = NewType("Count", int)  # a whole number from 1
+Quorum = NewType("Quorum", int)  # approvals a held call needs: 1 to 10
 Seconds = NewType("Seconds", Decimal)  # a positive duration
 Timestamp = NewType("Timestamp", str)  # ISO 8601 with an offset, as a record ts (UTC)
 InputMatch = NewType("InputMatch", dict)  # type: ignore[type-arg]

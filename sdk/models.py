@@ -290,6 +290,10 @@ class Writer:
                 return annotation, f"opt(obj, {key}, {kind})"
             if reader in ("model",):
                 return annotation, f"opt_model(obj, {key}, {parse})"
+            if reader == "models":
+                return annotation, f"opt_models(obj, {key}, {parse})"
+            if reader == "dicts":
+                return annotation, f"opt_dicts(obj, {key})"
             optional = {"int": "opt_integer", "number": "opt_number", "strings": "opt_strings"}
             if reader not in optional:
                 raise Stop(f"{spec.name}.{name}: no reader for an optional {annotation}")
@@ -403,7 +407,8 @@ class Writer:
         out.append(f"from client_sdk._models import {', '.join(names)}")
         out.append(
             "from client_sdk._read import (json_object, mapping, model, models, number, "
-            "object_of, objects, opt, opt_integer, opt_model, opt_number, opt_strings, "
+            "object_of, objects, opt, opt_dicts, opt_integer, opt_model, opt_models, "
+            "opt_number, opt_strings, "
             "string, strings, boolean, integer, word)\n"
         )
         for enum in self.words:

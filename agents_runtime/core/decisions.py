@@ -52,8 +52,15 @@ from agents_runtime.core.state import (
     request_line,
 )
 from agents_runtime.core.termination import terminate_if_exhausted
-from agents_runtime.core.vocabulary import ADMIN, SYSTEM, ActionStatus, Decision, ReasonCode
-from agents_runtime.errors import InvalidState
+from agents_runtime.core.vocabulary import (
+    ADMIN,
+    ADMIN_TOKEN_ID,
+    SYSTEM,
+    ActionStatus,
+    Decision,
+    ReasonCode,
+)
+from agents_runtime.errors import Forbidden, InvalidState
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Sealed
 
@@ -116,6 +123,7 @@ def conclude(
     note: str | None = None,
     grant: str | None = None,
     by_id: str | None = None,
+    approvers: list[dict[str, Any]] | None = None,
 ) -> Steps:
     """Write the decision records for a verdict on the action whose
     action_requested record is ``request`` (as sealed, or folded); return
@@ -140,6 +148,8 @@ def conclude(
             if note is not None:
                 fields["note"] = note
             signed_by(fields, approver, by_id)
+            if approvers is not None:
+                fields["approvers"] = approvers
         if grant is not None:
             fields["grant_id"] = grant
         allowed = yield fields
@@ -162,6 +172,8 @@ def conclude(
     if approver is not None:
         denied["by"] = approver
         signed_by(denied, approver, by_id)
+        if approvers is not None:
+            denied["approvers"] = approvers
     yield denied
     yield from _denial_scar(state, action_id, reason)
     return {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
@@ -206,6 +218,38 @@ def _decided_how(held: Action) -> str:
 
 def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
     action = pending_action(state, cmd.action_id)
+    by_id = cmd.by_id
+    if by_id is not None:
+        if by_id != ADMIN_TOKEN_ID and action.request.get("by_id") == by_id:
+            raise Forbidden(
+                f"{cmd.approver} asked for {action.action_id} on the agent's behalf:"
+                " another operator must approve it"
+            )
+        if any(given["by_id"] == by_id for given in action.approvals):
+            raise InvalidState(f"action {action.action_id} is already approved by you")
+    assert state.policy is not None
+    required = state.policy.approvals_required(action.tool)
+    if len(action.approvals) + 1 < required:
+        # Not the last approval: recorded, and the action stays pending.
+        fields: dict[str, Any] = {
+            "kind": Kind.APPROVAL_RECORDED,
+            "action_id": action.action_id,
+            "approvals_required": required,
+            "by": cmd.approver,
+        }
+        if cmd.note is not None:
+            fields["note"] = cmd.note
+        yield signed_by(fields, cmd.approver, by_id)
+        return {
+            "decision": _PENDING,
+            "action_id": action.action_id,
+            "approvals": action.approvals,
+            "approvals_required": required,
+        }
+    approvers = None
+    if required > 1:
+        given = [{"by": a["by"], "by_id": a["by_id"]} for a in action.approvals]
+        approvers = [*given, {"by": cmd.approver, "by_id": by_id}]
     verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
     return (
         yield from conclude(
@@ -215,7 +259,8 @@ def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
             action.request,
             approver=cmd.approver,
             note=cmd.note,
-            by_id=cmd.by_id,
+            by_id=by_id,
+            approvers=approvers,
         )
     )
 
@@ -322,6 +367,8 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
         action.note = r.get("note")
         action.decided_at = r["ts"]
         action.decided_by_id = r.get("by_id")
+        if "approved_by" in r:
+            action.approvals.append(_given(r))
         if "request_hash" in r:
             action.receipt_seq = r["seq"]
     state.action_status[n - 1] = _ALLOWED_CODE
@@ -333,6 +380,22 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
     state.allowed_times.append(parse_ts(r["ts"]))
+
+
+def _given(r: Record) -> dict[str, Any]:
+    """An approval, as the views list it."""
+    return {
+        "by": r["by"] if "by" in r else r.get("approved_by"),
+        "by_id": r.get("by_id"),
+        "at": r["ts"],
+    }
+
+
+def _fold_recorded(state: AgentState, r: Record) -> None:
+    action = state.pending.get(r["action_id"])
+    if action is None:
+        raise ValueError(f"{r['action_id']} is not pending approval")
+    action.approvals.append(_given(r))
 
 
 def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
@@ -407,6 +470,24 @@ def _approval_of_denied(record: Record) -> Approve | None:
     if approver is None:
         return None  # denied at request time: it follows its request
     return Approve(record["action_id"], approver, by_id=record.get("by_id"))
+
+
+def _recorded_approval(record: Record) -> Approve:
+    return Approve(record["action_id"], record["by"], record.get("note"), record.get("by_id"))
+
+
+def _describe_recorded(record: Record) -> str:
+    return f"by {record.get('by')}, {json_text(record.get('approvals_required'))} required"
+
+
+def _announces_recorded(record: Record, requested: Record | None) -> tuple[str, Record]:
+    data = {"action_id": record["action_id"], "by": record["by"]}
+    for key in ("by_id", "note", "approvals_required"):
+        if key in record:
+            data[key] = record[key]
+    if requested is not None:
+        data["tool"] = requested["tool"]
+    return "approval.recorded", data
 
 
 def _rejection(record: Record) -> Reject:
@@ -600,6 +681,17 @@ KIND_ENTRIES = (
         settles=_settles_expired,
         # The candidate's own timeouts expire its actions, on the history's clock.
         under_candidate=left_out,
+    ),
+    KindEntry(
+        kind=Kind.APPROVAL_RECORDED,
+        fold=_fold_recorded,
+        finish=nothing_follows,
+        continues=never_continues,
+        describe=_describe_recorded,
+        starts=_recorded_approval,
+        announces=_announces_recorded,
+        settles=_settles_held,
+        under_candidate=_only_if_held,
     ),
     KindEntry(
         kind=Kind.ACTION_CANCELLED,

@@ -26,6 +26,10 @@ PositiveInt = NewType("PositiveInt", int)
 MAX_TOOL_NAME = 128
 
 
+ApprovalCount = NewType("ApprovalCount", int)  # operators who must approve: 1 to MAX_APPROVALS
+MAX_APPROVALS = 10
+
+
 @attrs.frozen
 class ToolRule:
     cost: Money = ZERO
@@ -34,6 +38,8 @@ class ToolRule:
     # Seconds a held call of this tool may wait for an operator; None: the
     # policy's own approval_timeout_secs.
     approval_timeout_secs: PositiveNumber | None = None
+    # Operators who must approve a held call, each once (1 to MAX_APPROVALS).
+    approvals_required: ApprovalCount = ApprovalCount(1)
 
 
 def charge_for(rule: ToolRule | None, requested_cost: Decimal | None) -> Decimal:
@@ -63,6 +69,11 @@ class Policy:
     def rule_for(self, tool: str) -> ToolRule | None:
         return self.tools.get(tool, self.default)
 
+    def approvals_required(self, tool: str) -> int:
+        """How many operators must approve a held call of ``tool``."""
+        rule = self.tools.get(tool, self.default)
+        return 1 if rule is None else rule.approvals_required
+
     def approval_timeout(self, tool: str) -> Decimal | None:
         """Seconds a held call of ``tool`` may wait: its rule's (the tool's
         own, else the default rule's) if it sets one, else the policy's."""
@@ -90,6 +101,13 @@ def _positive_int(value: Any, _: Any) -> PositiveInt:
     if number < 1:
         raise ValueError("must be at least 1")
     return PositiveInt(number)
+
+
+def _approval_count(value: Any, _: Any) -> ApprovalCount:
+    number = _strict_int(value, None)
+    if not 1 <= number <= MAX_APPROVALS:
+        raise ValueError(f"must be an integer from 1 to {MAX_APPROVALS}")
+    return ApprovalCount(number)
 
 
 def _bool(value: Any, _: Any) -> bool:
@@ -130,6 +148,7 @@ _converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 _converter.register_structure_hook(Money, lambda v, _: to_money(v))
 _converter.register_structure_hook(PositiveNumber, lambda v, _: PositiveNumber(positive(v)))
 _converter.register_structure_hook(PositiveInt, _positive_int)
+_converter.register_structure_hook(ApprovalCount, _approval_count)
 _converter.register_structure_hook(bool, _bool)
 _converter.register_structure_hook_func(lambda t: t == dict[str, ToolRule], _tools)
 for _cls in (ToolRule, RateLimit, Policy):
@@ -155,6 +174,8 @@ def policy_json(policy: Policy) -> dict[str, Any]:
         out = {"cost": r.cost, "requires_approval": r.requires_approval, "max_calls": r.max_calls}
         if r.approval_timeout_secs is not None:
             out["approval_timeout_secs"] = r.approval_timeout_secs
+        if r.approvals_required != 1:  # likewise: one approver keeps the old bytes
+            out["approvals_required"] = r.approvals_required
         return out
 
     out = {

@@ -101,6 +101,9 @@ class Action:
     note: str | None = None
     decided_at: str | None = None  # ts of the record that took it out of pending
     decided_by_id: str | None = None  # the by_id of the operator who took it out of pending
+    # Each approval given, {by, by_id, at}, in order: those an approval_recorded
+    # holds, then the one that decided it.
+    approvals: list[dict[str, Any]] = attrs.Factory(list)
     # Seq of its action_allowed record when that record names its request
     # (log_id and request_hash): the second line of its receipt.
     receipt_seq: int | None = None
@@ -406,6 +409,10 @@ def action_json(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
             out["requested_by_id"] = request["by_id"]
         if held.decided_by_id is not None:
             out["decided_by_id"] = held.decided_by_id
+        required = _approvals_required(state, held)
+        if required > 1 or held.approvals:
+            out["approvals"] = held.approvals
+            out["approvals_required"] = required
         if held.decided_at is not None:
             out["decided_at"] = held.decided_at
             if held.receipt_seq is not None:
@@ -454,4 +461,14 @@ def pending_json(action: Action, state: AgentState | None = None) -> dict[str, A
         deadline = approval_deadline(state, action)
         if deadline is not None:
             out["expires_at"] = _iso(deadline)
+        required = _approvals_required(state, action)
+        if required > 1 or action.approvals:
+            out["approvals"] = action.approvals
+            out["approvals_required"] = required
     return out
+
+
+def _approvals_required(state: AgentState, action: Action) -> int:
+    """Approvals a held action needs: what the policy in force asks for its tool."""
+    policy = state.policy
+    return 1 if policy is None else policy.approvals_required(action.tool)

@@ -91,3 +91,4 @@ SYSTEM = "system"  # the service on its own (automatic scars and terminations)
 OPERATOR = "operator"  # a scar added with the scar endpoint and no name
 ADMIN = "admin"  # the admin token's role
 AGENT = "agent"  # an agent token's role
+ADMIN_TOKEN_ID = "admin-token"  # noqa: S105  # the admin token's by_id: one identity, exempt as break-glass

@@ -61,6 +61,7 @@ class Kind(StrEnum):
     TERMINATED = "terminated"
     GRANT_ISSUED = "grant_issued"
     GRANT_REVOKED = "grant_revoked"
+    APPROVAL_RECORDED = "approval_recorded"
 
 
 def table(handlers: Mapping[Kind, T], *, complete: bool = True) -> dict[str, T]:

@@ -103,12 +103,15 @@ async def outcome(
     role=APPROVER,
     body=bodies.ApproveBody,
     reply=Reply(
-        replies.AllowedDecision | replies.DeniedDecision,
-        "`allowed`, or `denied` if a check now fails.",
+        replies.AllowedDecision | replies.DeniedDecision | replies.PendingDecision,
+        "`allowed`, or `denied` if a check now fails; `pending_approval` with the "
+        "approvals so far while the tool's rule requires more.",
     ),
     writes=True,
     errors=("invalid_state",),
-    description=_PENDING_ONLY,
+    description=_PENDING_ONLY + " The same operator twice is 409 (`already approved by "
+    "you`); the operator who asked for the action on its agent's behalf is 403 (not the "
+    "admin token).",
 )
 async def approve(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.ApproveBody

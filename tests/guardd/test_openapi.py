@@ -297,6 +297,7 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
         "requires_approval",
         "max_calls",
         "approval_timeout_secs",
+        "approvals_required",
     }
     assert set(schemas["RateLimit"]["properties"]) == {"max_actions", "window_secs"}
     for name in ("Policy", "ToolRule", "RateLimit"):
@@ -327,14 +328,15 @@ def test_the_documented_policy_is_the_one_the_core_parses(
 ) -> None:
     """The policy's classes in guardd document what the core's strict parser
     takes (the same keys, the same ones required) and what the policy in
-    force is answered as (every key but the timeouts, which only when set)."""
+    force is answered as (every key but the timeouts and approvals_required, which
+    only when set)."""
     assert [f.name for f in attrs.fields(documented)] == [f.name for f in attrs.fields(core)]
     required = [f.name for f in attrs.fields(documented) if f.default is attrs.NOTHING]
     if every_key_answered:
         assert required == [f.name for f in attrs.fields(core)][: len(required)]
-        assert [f.name for f in attrs.fields(documented)][len(required) :] == [
-            "approval_timeout_secs"
-        ]
+        only_when_set = ["approval_timeout_secs", "approvals_required"]
+        names = [f.name for f in attrs.fields(documented)]
+        assert names[len(required) :] == [n for n in only_when_set if n in names]
     else:
         assert required == [f.name for f in attrs.fields(core) if f.default is attrs.NOTHING]
 

@@ -28,10 +28,12 @@ def test_every_record_an_operator_token_causes_names_it(
     ok(boss.post("/v1/agents", json={"agent_id": agent_id, "policy": POLICY}), 201)
     path = f"/v1/agents/{agent_id}"
     ok(boss.request("PUT", f"{path}/policy", json=POLICY))
+    # who asks on the agent's behalf may not approve it: another operator does
+    lead, lead_id = operator(api, "lead", "approver")
     held = ok(boss.post(f"{path}/actions", json={"tool": "send_email"}))["action_id"]
-    ok(boss.post(f"{path}/actions/{held}/approve", json={"note": "fine"}))
+    ok(lead.post(f"{path}/actions/{held}/approve", json={"note": "fine"}))
     held = ok(boss.post(f"{path}/actions", json={"tool": "send_email"}))["action_id"]
-    ok(boss.post(f"{path}/actions/{held}/reject", json={"reason": "no", "scar": "minor"}))
+    ok(lead.post(f"{path}/actions/{held}/reject", json={"reason": "no", "scar": "minor"}))
     held = ok(boss.post(f"{path}/actions", json={"tool": "send_email"}))["action_id"]
     ok(boss.post(f"{path}/actions/{held}/cancel", json={}))
     grant = ok(
@@ -60,9 +62,14 @@ def test_every_record_an_operator_token_causes_names_it(
         "scar",
         "terminated",
     ]
-    assert {(r["by"], r["by_id"]) for r in caused} == {("boss", boss_id)}
+    by_lead = {"action_allowed", "action_rejected"}
+    for record in caused:
+        expected = ("lead", lead_id) if record["kind"] in by_lead else ("boss", boss_id)
+        if record["kind"] == "scar" and record.get("action_id") is not None:
+            expected = ("lead", lead_id)  # the rejection's scar
+        assert (record["by"], record["by_id"]) == expected, record
     allowed = next(r for r in caused if r["kind"] == "action_allowed")
-    assert allowed["approved_by"] == "boss"
+    assert allowed["approved_by"] == "lead"
 
     # audit show prints who with how; audit replay re-runs every command the same
     log = tmp_path / "signed.jsonl"
