@@ -631,3 +631,28 @@ def test_tokens_issued_on_two_nodes_make_one_operators_log_that_audit_verifies(
     assert len(operators) == 1
     assert operators[0]["ok"] is True
     assert operators[0]["records"] == 7
+
+
+def test_two_approvals_on_two_nodes_allow_once_and_the_same_operator_twice_is_409(
+    nodes: Nodes,
+) -> None:
+    policy = {**POLICY, "tools": {"deploy": {"requires_approval": True, "approvals_required": 2}}}
+    agent = nodes.one.create(policy=policy)
+    action_id = ok(act(agent, "deploy"))["action_id"]
+    tokens = {}
+    for name in ("ann", "bob"):
+        body = {"name": name, "role": "approver"}
+        tokens[name] = ok(nodes.one.admin.post("/v1/operators/tokens", json=body), 201)["token"]
+    ann = nodes.one.client(tokens["ann"])
+    path = f"{agent.path}/actions/{action_id}/approve"
+    assert ok(ann.post(path, json={}))["decision"] == "pending_approval"
+    for _ in range(40):  # bounded: node two reads the operators log twice a second
+        if nodes.two.client(tokens["bob"]).get("/v1/me").status_code == 200:
+            break
+        time.sleep(0.05)
+    ann_there = nodes.two.client(tokens["ann"])
+    assert_error(ann_there.post(path, json={}), 409, "invalid_state")
+    bob_there = nodes.two.client(tokens["bob"])
+    assert ok(bob_there.post(path, json={}))["decision"] == "allowed"
+    allowed = nodes.one.records(agent)[-1]
+    assert [a["by"] for a in allowed["approvers"]] == ["ann", "bob"]

@@ -129,3 +129,34 @@ def test_one_approval_keeps_the_policy_and_allowance_as_they_were(api: Api) -> N
     policy, allowed = api.records(agent)[1], api.records(agent)[-1]
     assert "approvals_required" not in policy["policy"]["tools"]["send_email"]
     assert "approvers" not in allowed
+
+
+def test_an_approval_survives_kill_9_and_the_second_one_allows(fresh_api: Api) -> None:
+    agent, action_id = held(fresh_api)
+    ann, ann_id = operator(fresh_api, "ann")
+    ok(ann.post(f"{agent.path}/actions/{action_id}/approve", json={}))
+    fresh_api.server.kill()
+    fresh_api.server.start()
+    pending = ok(fresh_api.admin.get(f"{agent.path}/actions/pending"))["pending"]
+    assert [a["by_id"] for a in pending[0]["approvals"]] == [ann_id]
+    again = ann.post(f"{agent.path}/actions/{action_id}/approve", json={})
+    assert_error(again, 409, "invalid_state")
+    bob, _ = operator(fresh_api, "bob")
+    assert ok(bob.post(f"{agent.path}/actions/{action_id}/approve", json={}))["decision"] == (
+        "allowed"
+    )
+
+
+def test_an_expiry_midway_ends_it(api: Api) -> None:
+    policy = {**QUORUM, "approval_timeout_secs": 1}
+    agent = api.create(policy=policy)
+    action_id = ok(agent.act("deploy"))["action_id"]
+    ann, _ = operator(api, "ann")
+    ok(ann.post(f"{agent.path}/actions/{action_id}/approve", json={}))
+    view = ok(agent.client.get(f"{agent.path}/actions/{action_id}", params={"wait": 10}))
+    assert view["status"] == "denied"
+    assert view["reason"]["code"] == "approval_expired"
+    assert [a["by"] for a in view["approvals"]] == ["ann"]
+    bob, _ = operator(api, "bob")
+    late = bob.post(f"{agent.path}/actions/{action_id}/approve", json={})
+    assert_error(late, 409, "invalid_state")

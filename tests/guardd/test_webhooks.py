@@ -233,3 +233,38 @@ def test_webhooks_from_the_environment_are_comma_separated() -> None:
 
     env = {"GUARD_WEBHOOKS": "http://a/1,http://b/2", "GUARD_WEBHOOK_SECRET": SECRET}
     assert parse_settings([], env=env).webhooks == ("http://a/1", "http://b/2")
+
+
+def test_each_approval_of_a_quorum_is_announced(
+    guardd: Callable[..., GuardServer], receiver: Receiver
+) -> None:
+    receiver.start()
+    server = guardd()
+    quorum = {
+        "budget": 10,
+        "scar_limit": 5,
+        "tools": {"deploy": {"requires_approval": True, "approvals_required": 2}},
+    }
+    with admin(server) as client:
+        created = client.post("/v1/agents", json={"agent_id": "bot", "policy": quorum})
+        assert created.status_code == 201, created.text
+        client.post("/v1/agents/bot/actions", json={"tool": "deploy"})
+        client.post("/v1/agents/bot/actions/act-1/approve", json={"approver": "alice"})
+        issued = client.post("/v1/operators/tokens", json={"name": "bob", "role": "approver"})
+    with server.client(issued.json()["token"]) as bob:
+        bob.post("/v1/agents/bot/actions/act-1/approve", json={})
+    got = receiver.wait_for(3)
+    types = [(g.body["type"], g.body["data"].get("decision")) for g in got]
+    assert types == [
+        ("approval.required", None),
+        ("approval.recorded", None),
+        ("approval.decided", "allowed"),
+    ]
+    recorded = got[1].body["data"]
+    assert (recorded["by"], recorded["by_id"], recorded["approvals_required"]) == (
+        "alice",
+        "admin-token",
+        2,
+    )
+    assert recorded["tool"] == "deploy"
+    assert got[2].body["data"]["approved_by"] == "bob"
