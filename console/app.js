@@ -177,6 +177,7 @@ function describeDecision(kind, d, body) {
   let text = d?.decision ?? "done";
   if (d?.decision === "allowed") text = `allowed (cost ${d.cost}, ${d.remaining} left)`;
   if (d?.decision === "denied") text = `denied (${d.reason?.code ?? "no reason"})`;
+  if (d?.decision === "pending_approval") text = `approval recorded (${d.approvals?.length ?? "?"} of ${d.approvals_required ?? "?"})`;
   if (kind === "reject") return `${text}: “${body.reason}”${body.scar ? `, ${body.scar} scar` : ""}`;
   return body.note ? `${text}, note: “${body.note}”` : text;
 }

@@ -8,7 +8,7 @@
 // decision is one more form there, nothing else changes.
 
 import { grantForm } from "./grants.js";
-import { reasonText } from "./history.js";
+import { reasonText, whoText } from "./history.js";
 import { setTime, timeEl } from "./times.js";
 import { errorLine, errorText, h, num, prettyJson, setText, show, syncKeyed } from "./views.js";
 
@@ -117,6 +117,8 @@ export function pendingItem(entry, actions) {
   const budget = h("span", { testid: "pending-budget" });
   const expiresAt = timeEl(entry.expires_at, "pending-expires-at");
   const noExpiry = h("span", { testid: "pending-no-expiry" }, "never (no approval timeout)");
+  const approvals = h("span", { testid: "pending-approvals" });
+  const approvalsFact = liveFact("Approvals", approvals);
 
   const settledText = h("p", { class: "settled-text", testid: "settled-text" });
   const settledSaid = h("p", { class: "settled-said", testid: "settled-said", hidden: true });
@@ -151,6 +153,7 @@ export function pendingItem(entry, actions) {
       liveFact("Budget", budget),
       fact("Waiting since", timeEl(entry.requested_at, "pending-requested-at")),
       liveFact("Expires", expiresAt, noExpiry),
+      approvalsFact,
     ),
     h("pre", { class: "input", testid: "pending-input" }, prettyJson(action.input)),
     decisions,
@@ -169,6 +172,8 @@ export function pendingItem(entry, actions) {
       setTime(expiresAt, e.expires_at);
       show(expiresAt, Boolean(e.expires_at));
       show(noExpiry, !e.expires_at);
+      setText(approvals, approvalsText(e));
+      show(approvalsFact, e.approvals_required !== undefined);
     },
     /** It left pending: `how` is {outcome, nodes}; `said` is the server's own words, if any. */
     settle(how, said) {
@@ -247,6 +252,16 @@ export function ownDecision(kind, decision, body) {
       nodes: [h("strong", {}, "Rejected"), ` by ${who}: ${reason?.reason ?? body.reason}${also} · `, at],
     };
   }
+  if (decision?.decision === "pending_approval") {
+    return {
+      outcome: "recorded",
+      nodes: [
+        h("strong", {}, "Approval recorded"),
+        ` by ${who}: ${approvalsText(decision)}; it waits for more · `,
+        at,
+      ],
+    };
+  }
   if (decision?.decision === "allowed") {
     return {
       outcome: "allowed",
@@ -261,6 +276,13 @@ export function ownDecision(kind, decision, body) {
     outcome: "denied",
     nodes: [h("strong", {}, "Denied"), ` when approved by ${who}: ${reasonText(reason)}${also} · `, at],
   };
+}
+
+/** "1 of 2: ann (operator token tok-…)": the approvals a quorum has so far. */
+export function approvalsText(e) {
+  const given = e.approvals ?? [];
+  const names = given.map((a) => whoText(a.by, a.by_id ?? undefined)).join(", ");
+  return `${given.length} of ${e.approvals_required}${names ? `: ${names}` : ""}`;
 }
 
 /** A settled card for an action decided by someone or something else (GET .../actions/:id). */

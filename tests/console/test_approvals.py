@@ -225,3 +225,27 @@ def test_agent_supplied_html_is_shown_as_text(console: Console) -> None:
 
     assert console.page.evaluate("typeof window.__pwned") == "undefined"
     assert console.page.locator("main img, main script").count() == 0
+
+
+def test_a_quorum_shows_its_approvals_and_an_approval_short_of_it_is_recorded(
+    console: Console,
+) -> None:
+    server = console.server
+    deploy = {"cost": 1, "requires_approval": True, "approvals_required": 2}
+    quorum = {"budget": 10, "scar_limit": 5, "tools": {"deploy": deploy}}
+    token = create_agent(server, "shipper", quorum)
+    request_action(server, "shipper", token, "deploy", {"v": 3})
+    console.open_signed_in(operator="alice")
+    console.show_pending()
+    item = console.pending("shipper", "act-1")
+    expect(item.get_by_test_id("pending-approvals")).to_have_text("0 of 2")
+    item.get_by_test_id("approve-button").click()
+    expect(item.get_by_test_id("settled-text")).to_contain_text(
+        "Approval recorded by alice (you): 1 of 2: alice (admin token); it waits for more"
+    )
+    records = log_records(server, "shipper")
+    assert (records[-1]["kind"], records[-1]["by"], records[-1]["by_id"]) == (
+        "approval_recorded",
+        "alice",
+        "admin-token",
+    )
