@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,22 @@ def test_an_expiry_midway_ends_it(api: Api) -> None:
     bob, _ = operator(api, "bob")
     late = bob.post(f"{agent.path}/actions/{action_id}/approve", json={})
     assert_error(late, 409, "invalid_state")
+
+
+def test_what_if_reruns_a_quorum_under_its_own_and_another_policy(
+    api: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent, action_id = held(api)
+    for name in ("ann", "bob"):
+        who, _ = operator(api, name)
+        ok(who.post(f"{agent.path}/actions/{action_id}/approve", json={}))
+    log = tmp_path / "quorum.jsonl"
+    log.write_bytes(api.server.data_dir.joinpath("agents", f"{agent.agent_id}.jsonl").read_bytes())
+    key = ["--public-key", api.server.public_key, "--json"]
+    capsys.readouterr()
+    for tools, changed in ((QUORUM["tools"], 0), ({**QUORUM["tools"], "deploy": {"cost": 5}}, 0)):
+        candidate = tmp_path / "candidate.json"
+        candidate.write_text(json.dumps({**QUORUM, "tools": tools}))
+        assert audit_main(["replay", str(log), "--policy", str(candidate), *key]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["changed"] == changed, result
