@@ -24,6 +24,7 @@ POLICY = {
         "search": {"cost": 0.1},
         "send_email": {"cost": 2.5, "requires_approval": True},
         "page_oncall": {"requires_approval": True, "approval_timeout_secs": 0.2},
+        "deploy": {"requires_approval": True, "approvals_required": 2},
     },
     "default": {"cost": 0.000001, "max_calls": 1},
     "rate_limit": {"max_actions": 100, "window_secs": 0.5},
@@ -62,6 +63,8 @@ def logged(api: Api) -> Agent:
     ok(api.admin.put(f"{agent.path}/policy", json=POLICY | {"budget": 11}))
     headers = {"Idempotency-Key": "idem-1"}
     ok(agent.client.post(f"{agent.path}/actions", json={"tool": "search"}, headers=headers))
+    held = ok(agent.act("deploy"))["action_id"]  # two approvals required: one given
+    ok(api.approve(agent, held, approver="carol"))
     ok(api.admin.post(f"{agent.path}/terminate", json={"reason": "done", "by": "op"}))
     ok(agent.act("search"))  # denied after termination, still logged
     return agent
