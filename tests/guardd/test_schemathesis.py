@@ -74,8 +74,9 @@ REACHED = {
     "POST /v1/agents/{agent_id}/terminate": {200, 409},
     "GET /v1/agents/{agent_id}/log": {200},
 }
-# Any string is a valid console file name: there is no invalid input to generate.
-NO_NEGATIVE = {"GET /console/{name}"}
+# Any string is a valid console file name, and a valid operator token ID to look
+# up (an unknown one is 404): there is no invalid input to generate.
+NO_NEGATIVE = {"GET /console/{name}", "POST /v1/operators/tokens/{token_id}/revoke"}
 ADMIN_AGENT = "fuzz-admin"
 OWN_AGENT = "fuzz-own"
 SPARE_AGENT = "fuzz-spare"
@@ -246,7 +247,9 @@ def test_generated_requests_conform_to_the_document(fuzz_server: GuardServer) ->
 def test_no_file_outside_agents_was_written(fuzz_server: GuardServer) -> None:
     data_dir = fuzz_server.data_dir
     top = {path.name for path in data_dir.iterdir()}
-    assert top == {"keys", "agents", "checkpoints", "lock"}
+    # operators.jsonl: the operators log, written when the run issues an operator token
+    assert top <= {"keys", "agents", "checkpoints", "lock", "operators.jsonl"}
+    assert {"keys", "agents", "checkpoints", "lock"} <= top
     assert {path.name for path in (data_dir / "keys").iterdir()} == {
         "audit.key",
         "audit.pub",
