@@ -42,6 +42,7 @@ from guardd.limits import (
 )
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
+from guardd.oidc import Oidc
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
 
@@ -94,7 +95,8 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         )
     registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
     summary = registry.load()
-    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
+    oidc = None if settings.oidc is None else Oidc(settings.oidc)
+    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key, oidc))
     return guard, summary, source
 
 

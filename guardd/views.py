@@ -61,6 +61,10 @@ def public_key(key_hex: str) -> Json:
     return {"public_key": key_hex, "algorithm": "ed25519"}
 
 
+def auth_config(issuer: str, client_id: str, scopes: tuple[str, ...]) -> Json:
+    return {"issuer": issuer, "client_id": client_id, "scopes": list(scopes)}
+
+
 # -- agents ----------------------------------------------------------------------
 
 
