@@ -154,6 +154,11 @@ class OidcIdentity:
         return f"oidc:{self.issuer}#{self.subject}"
 
 
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def _segment(text: str) -> Any:
     return json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
@@ -185,6 +190,7 @@ class Oidc:
         self._clock = clock
         self._client: httpx.AsyncClient | None = None
         self._jwks_uri: str | None = None
+        self._token_endpoint: str | None = None
         self._keys: KeySet | None = None
         self._kids: frozenset[str | None] = frozenset()
         self._fetched_at = -REFETCH_EVERY  # when the keys were last read (or tried)
@@ -200,6 +206,15 @@ class Oidc:
     @property
     def ready(self) -> bool:
         return self._keys is not None
+
+    @property
+    def browser_origins(self) -> tuple[str, ...]:
+        """Where the console's page fetches from for sign-in: the issuer (its
+        discovery document) and its token endpoint, once discovered."""
+        origins = [_origin(self.config.issuer)]
+        if self._token_endpoint is not None:
+            origins.append(_origin(self._token_endpoint))
+        return tuple(dict.fromkeys(origins))
 
     async def start(self) -> None:
         """Read discovery and the keys; an issuer that cannot be reached is
@@ -304,6 +319,9 @@ class Oidc:
                 f"the discovery document names issuer {doc.get('issuer')!r}, "
                 f"not {self.config.issuer!r}"
             )
+        token_endpoint = doc.get("token_endpoint")
+        if isinstance(token_endpoint, str):
+            self._token_endpoint = token_endpoint
         uri = doc.get("jwks_uri")
         if not isinstance(uri, str) or not uri.startswith(("https://", "http://")):
             raise ValueError("the discovery document has no jwks_uri")

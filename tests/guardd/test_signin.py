@@ -131,3 +131,11 @@ def test_an_issuer_down_at_start_is_unavailable_until_back_and_other_tokens_work
     finally:
         provider.stop()
         server.kill()
+
+
+def test_the_console_may_fetch_from_the_issuer_and_nowhere_else(
+    signed: GuardServer, oidc_provider: OidcProvider
+) -> None:
+    csp = httpx.get(f"{signed.url}/").headers["Content-Security-Policy"]
+    # The issuer serves its token endpoint itself: one origin beside 'self'.
+    assert f"connect-src 'self' {oidc_provider.issuer};" in csp
