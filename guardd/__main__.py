@@ -146,6 +146,8 @@ def print_startup(
     ]
     if settings.store is not None:  # the file store is the data dir's agents/
         lines.insert(3, f"store: {guard.registry.store.describe()}")
+    if settings.oidc is not None:
+        lines.append(settings.oidc.banner())
     for agent_id, failure in sorted(summary.quarantined.items()):
         lines.append(f"quarantined: {agent_id}: {quarantine_message(failure)}")
     for agent_id in summary.torn:

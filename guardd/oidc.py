@@ -128,6 +128,14 @@ class OidcConfig:
             scope_list,
         )
 
+    def banner(self) -> str:
+        """guardd's start-up line about single sign-on."""
+        mapping = ", ".join(f"{role}={value}" for role, value in self.role_values)
+        return (
+            f"single sign-on: {self.issuer} (client {self.client_id}; "
+            f"roles from {self.roles_claim}: {mapping or 'none mapped, nobody holds a role'})"
+        )
+
     def roles_of(self, claim: object) -> frozenset[str]:
         """Every role the claim's values give, with the roles they imply."""
         if isinstance(claim, str):
@@ -194,6 +202,7 @@ class Oidc:
         self._keys: KeySet | None = None
         self._kids: frozenset[str | None] = frozenset()
         self._fetched_at = -REFETCH_EVERY  # when the keys were last read (or tried)
+        self._unreachable = False  # the last try to read them failed
         self._lock = asyncio.Lock()
         self._claims = jwt.JWTClaimsRegistry(
             leeway=LEEWAY,
@@ -288,7 +297,7 @@ class Oidc:
     async def _fetch_throttled(self, every: float) -> None:
         async with self._lock:
             if self._clock() - self._fetched_at < every:
-                if self._keys is None:
+                if self._unreachable:
                     raise IssuerUnavailable(f"the OIDC issuer {self.config.issuer} is unreachable")
                 return
             await self._fetch()
@@ -300,12 +309,13 @@ class Oidc:
                 self._jwks_uri = self._discovered(await self._get_json(self._discovery_url))
             keys = self._keyset(await self._get_json(self._jwks_uri))
         except (httpx.HTTPError, ValueError, JoseError) as exc:
-            if self._keys is None:
-                raise IssuerUnavailable(
-                    f"the OIDC issuer {self.config.issuer} is unreachable: {exc}"
-                ) from None
-            log.warning("reading the OIDC issuer's keys failed (kept the old ones): %s", exc)
-            return
+            # With keys kept, a token they verify still works; one signed with
+            # a key they lack cannot be judged until the issuer answers: 503.
+            self._unreachable = True
+            raise IssuerUnavailable(
+                f"the OIDC issuer {self.config.issuer} is unreachable: {exc}"
+            ) from None
+        self._unreachable = False
         self._keys = keys
         self._kids = frozenset(key.kid for key in keys.keys)
 

@@ -274,6 +274,30 @@ async def test_an_issuer_down_at_start_answers_unavailable_until_it_is_back(
         await oidc.aclose()
 
 
+async def test_an_unknown_kid_while_the_issuer_is_down_is_unavailable_not_refused(
+    clock: Clock,
+) -> None:
+    provider = OidcProvider(free_port())
+    oidc = Oidc(config_for(provider.issuer), clock=clock)
+    try:
+        start_or_skip(provider)
+        await oidc.start()
+        known = provider.id_token("alice")
+        provider.stop()
+        start_or_skip(provider)  # started again: new keys
+        unknown = provider.id_token("alice")
+        provider.stop()
+        clock.now += 61
+        with pytest.raises(IssuerUnavailable):
+            await oidc.identify(unknown)
+        with pytest.raises(IssuerUnavailable):  # within the minute too: it cannot be judged
+            await oidc.identify(unknown)
+        assert await oidc.identify(known) is not None  # the kept keys still serve
+    finally:
+        provider.stop()
+        await oidc.aclose()
+
+
 # -- settings -----------------------------------------------------------------------
 
 
@@ -329,3 +353,47 @@ def test_several_values_may_give_one_role_and_the_highest_role_wins() -> None:
     assert config.roles_of("root") == {"admin", "approver", "viewer"}
     assert config.roles_of(["nobody"]) == frozenset()
     assert config.roles_of(None) == frozenset()
+
+
+def test_settings_come_from_flags_or_the_environment() -> None:
+    from guardd.config import parse_settings
+
+    flags = parse_settings(
+        [
+            "--oidc-issuer=https://idp.example",
+            "--oidc-client-id=guard",
+            "--oidc-role=admin=ops",
+            "--oidc-role=viewer=all",
+        ],
+        env={},
+    )
+    env = parse_settings(
+        [],
+        env={
+            "GUARD_OIDC_ISSUER": "https://idp.example",
+            "GUARD_OIDC_CLIENT_ID": "guard",
+            "GUARD_OIDC_ROLES": "admin=ops, viewer=all",
+            "GUARD_OIDC_ROLES_CLAIM": "roles",
+            "GUARD_OIDC_SCOPES": "openid offline_access",
+        },
+    )
+    assert flags.oidc == OidcConfig(
+        "https://idp.example", "guard", "groups", (("admin", "ops"), ("viewer", "all"))
+    )
+    assert env.oidc == OidcConfig(
+        "https://idp.example",
+        "guard",
+        "roles",
+        (("admin", "ops"), ("viewer", "all")),
+        ("openid", "offline_access"),
+    )
+    assert parse_settings([], env={}).oidc is None
+
+
+def test_a_client_id_without_an_issuer_is_a_settings_error() -> None:
+    from guardd.config import SettingsError, parse_settings
+
+    with pytest.raises(
+        SettingsError, match=r"^--oidc-client-id and --oidc-role need --oidc-issuer$"
+    ):
+        parse_settings(["--oidc-client-id=guard"], env={})

@@ -45,6 +45,15 @@ def test_auth_config_tells_the_console_where_to_sign_in_without_a_token(
     }
 
 
+def test_the_start_up_lines_name_the_issuer_and_the_role_mapping(
+    signed: GuardServer, oidc_provider: OidcProvider
+) -> None:
+    assert (
+        f"single sign-on: {oidc_provider.issuer} (client {CLIENT_ID}; roles from groups: "
+        "admin=guard-admins, approver=guard-approvers, viewer=guard-viewers)"
+    ) in signed.read_output().splitlines()
+
+
 def test_auth_config_is_not_found_without_an_issuer(guard_server: GuardServer) -> None:
     response = httpx.get(f"{guard_server.url}/v1/auth/config")
     assert response.status_code == 404
