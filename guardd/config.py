@@ -237,7 +237,8 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         env,
         "GUARD_OIDC_ROLES_CLAIM",
         "groups",
-        "the token claim whose values --oidc-role maps to roles",
+        "the token claim whose values --oidc-role maps to roles (a dotted name that is no "
+        "claim of its own is a path into nested claims: realm_access.roles)",
         metavar="CLAIM",
     )
     parser.add_argument(

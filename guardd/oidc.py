@@ -136,6 +136,21 @@ class OidcConfig:
             f"roles from {self.roles_claim}: {mapping or 'none mapped, nobody holds a role'})"
         )
 
+    def roles_claim_of(self, claims: Mapping[str, Any]) -> object:
+        """The roles claim's value: the claim of that name, else, for a name
+        with dots, the path through nested objects (Keycloak's
+        ``realm_access.roles``). A namespaced name such as
+        ``https://example.com/roles`` is found as it is, first."""
+        name = self.roles_claim
+        if name in claims or "." not in name:
+            return claims.get(name)
+        value: object = claims
+        for part in name.split("."):
+            if not isinstance(value, Mapping):
+                return None
+            value = value.get(part)
+        return value
+
     def roles_of(self, claim: object) -> frozenset[str]:
         """Every role the claim's values give, with the roles they imply."""
         if isinstance(claim, str):
@@ -291,7 +306,7 @@ class Oidc:
             (v for v in (claims.get("email"), claims.get("name")) if isinstance(v, str) and v),
             subject,
         )
-        roles = self.config.roles_of(claims.get(self.config.roles_claim))
+        roles = self.config.roles_of(self.config.roles_claim_of(claims))
         return OidcIdentity(self.config.issuer, subject, display, roles)
 
     async def _fetch_throttled(self, every: float) -> None:

@@ -355,6 +355,30 @@ def test_several_values_may_give_one_role_and_the_highest_role_wins() -> None:
     assert config.roles_of(None) == frozenset()
 
 
+@pytest.mark.parametrize(
+    ("claim", "claims", "value"),
+    [
+        pytest.param("groups", {"groups": ["a"]}, ["a"], id="top-level"),
+        pytest.param(
+            "realm_access.roles", {"realm_access": {"roles": ["a"]}}, ["a"], id="nested-path"
+        ),
+        pytest.param(
+            "https://example.com/roles",
+            {"https://example.com/roles": ["a"]},
+            ["a"],
+            id="namespaced-name-with-dots",
+        ),
+        pytest.param("realm_access.roles", {"realm_access": ["a"]}, None, id="path-through-list"),
+        pytest.param("groups", {}, None, id="absent"),
+    ],
+)
+def test_the_roles_claim_is_found_by_name_then_by_dotted_path(
+    claim: str, claims: dict[str, Any], value: object
+) -> None:
+    config = OidcConfig.parse("https://idp.example", "c", claim, [], None)
+    assert config.roles_claim_of(claims) == value
+
+
 def test_settings_come_from_flags_or_the_environment() -> None:
     from guardd.config import parse_settings
 
