@@ -554,7 +554,15 @@ async function boot() {
         return;
       }
     } catch (err) {
+      sso.forget();
       showLogin(`Single sign-on failed: ${err.message}`);
+      return;
+    }
+    if (sso.resumable() && !api.getToken()) {
+      sso.signIn().catch((err) => {
+        sso.forget();
+        showLogin(`Single sign-on failed: ${err.message}`);
+      });
       return;
     }
   }

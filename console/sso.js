@@ -9,6 +9,9 @@
 // expires, or, without one, by signing in again.
 
 const PENDING_KEY = "guard.ssoPending"; // {verifier, state, nonce}: never a token
+// Set while this tab is signed in: a reload signs in again at once (the
+// provider's own session usually answers without asking). Never a token.
+const RESUME_KEY = "guard.ssoResume";
 const RENEW_BEFORE_S = 60;
 const TIMEOUT_MS = 10000;
 
@@ -104,8 +107,14 @@ function changed() {
   for (const listener of listeners) listener();
 }
 
+/** Whether this tab was signed in before a reload: sign in again at once. */
+export function resumable() {
+  return sessionStorage.getItem(RESUME_KEY) === "1";
+}
+
 /** Forget the tokens (a 401, or signing out). */
 export function forget() {
+  sessionStorage.removeItem(RESUME_KEY);
   tokens = null;
   claims = null;
   clearTimeout(renewTimer);
@@ -143,6 +152,7 @@ function keep(answer, nonce) {
     exp: idClaims.exp,
   };
   claims = idClaims;
+  sessionStorage.setItem(RESUME_KEY, "1");
   scheduleRenewal();
   changed();
 }
@@ -185,6 +195,7 @@ export async function finish() {
   sessionStorage.removeItem(PENDING_KEY);
   history.replaceState(null, "", `${location.pathname}${location.hash}`);
   if (query.has("error")) {
+    sessionStorage.removeItem(RESUME_KEY);
     throw new Error(`the provider refused: ${query.get("error_description") ?? query.get("error")}`);
   }
   if (!pending || query.get("state") !== pending.state) {

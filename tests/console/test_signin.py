@@ -87,9 +87,17 @@ def test_a_person_signs_in_at_the_provider_and_approves_a_held_action(
         assert "id_token" not in request.url
         assert "refresh_token" not in request.url
 
+    # A reload loses the tokens (memory only) and signs in again through the
+    # provider's session, without its login page.
+    page.reload()
+    expect(console.testid("signed-in-name")).to_have_text("alice@example.test")
+    expect(console.agent("mailer")).to_be_visible()
+
     console.testid("sign-out").click()
     expect(console.testid("login")).to_be_visible()
     expect(console.testid("login-error")).to_have_text("Signed out.")
+    page.reload()  # signed out: no sign-in at once
+    expect(console.testid("sso-signin")).to_be_visible()
 
 
 def test_the_console_renews_the_id_token_with_the_refresh_token(
