@@ -150,3 +150,17 @@ def test_without_single_sign_on_only_the_admin_token_is_offered(console: Console
     console.open()
     expect(console.testid("token-input")).to_be_visible()
     expect(console.testid("sso")).to_be_hidden()
+
+
+def test_the_break_glass_admin_token_still_opens_the_console_beside_single_sign_on(
+    page: Page, sso_server: GuardServer
+) -> None:
+    console = Console(page, sso_server)
+    create_agent(sso_server, "mailer")
+    console.open()
+    expect(console.testid("sso-signin")).to_be_visible()
+    console.sign_in()
+    expect(console.agent("mailer")).to_be_visible()
+    expect(console.testid("signed-in")).to_be_hidden()
+    expect(console.testid("operator-name")).to_be_editable()
+    expect(console.testid("sign-out")).to_have_text("Forget token")
