@@ -193,7 +193,9 @@ def _unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         return None
     try:
         header, claims = _segment(parts[0]), _segment(parts[1])
-    except (ValueError, binascii.Error):  # JSON, base64 and UTF-8 errors are ValueErrors
+    # JSON, base64 and UTF-8 errors are ValueErrors; JSON nested a few
+    # thousand deep (it fits in a header) exhausts the decoder's recursion.
+    except (ValueError, binascii.Error, RecursionError):
         return None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         return None
@@ -271,6 +273,8 @@ class Oidc:
                 "keys are accepted"
             )
         kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise Unauthorized("OIDC token's kid must be a string")
         if self._keys is None:
             await self._fetch_throttled(RETRY_DOWN_EVERY)
         if kid not in self._kids:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -148,3 +151,49 @@ def test_the_console_may_fetch_from_the_issuer_and_nowhere_else(
     csp = httpx.get(f"{signed.url}/").headers["Content-Security-Policy"]
     # The issuer serves its token endpoint itself: one origin beside 'self'.
     assert f"connect-src 'self' {oidc_provider.issuer};" in csp
+
+
+def _shaped(header: dict[str, Any], claims: bytes) -> str:
+    """A JWT-shaped token, never signed: its parts are what is tested."""
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    return f"{b64(json.dumps(header).encode())}.{b64(claims)}.c2ln"
+
+
+@pytest.mark.parametrize(
+    ("header", "more_claims", "message"),
+    [
+        pytest.param(
+            {"alg": "RS256", "kid": ["k"]},
+            b"",
+            "OIDC token's kid must be a string",
+            id="kid-a-list",
+        ),
+        pytest.param(
+            {"alg": "RS256", "kid": {"k": 1}},
+            b"",
+            "OIDC token's kid must be a string",
+            id="kid-an-object",
+        ),
+        pytest.param(
+            {"alg": "RS256"},
+            b', "x": ' + b"[" * 3000 + b"]" * 3000,
+            "invalid token",
+            id="claims-nested-too-deep",
+        ),
+    ],
+)
+def test_a_malformed_token_naming_the_issuer_is_unauthorized_never_a_500(
+    signed: GuardServer,
+    oidc_provider: OidcProvider,
+    header: dict[str, Any],
+    more_claims: bytes,
+    message: str,
+) -> None:
+    claims = json.dumps({"iss": oidc_provider.issuer}).encode()[:-1] + more_claims + b"}"
+    with signed.client(_shaped(header, claims)) as client:
+        response = client.get("/v1/agents")
+    assert response.status_code == 401, response.text
+    assert response.json() == {"error": message, "code": "unauthorized"}
