@@ -284,7 +284,9 @@ class Oidc:
         assert self._keys is not None
         try:
             verified = jwt.decode(token, self._keys, algorithms=ALGORITHMS)
-        except JoseError:
+        # joserfc raises TypeError and ValueError too on some malformed
+        # headers (a crit that lists no names): the token is bad, not guardd.
+        except (JoseError, TypeError, ValueError):
             raise Unauthorized("OIDC token signature does not verify") from None
         claims = verified.claims
         try:
