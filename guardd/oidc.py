@@ -39,6 +39,7 @@ from joserfc.errors import (
 )
 from joserfc.jwk import KeySet
 
+from guardd.bodies import MAX_NAME, _unwanted_in_name
 from guardd.errors import ApiError, Unauthorized
 
 log = logging.getLogger("guardd")
@@ -66,6 +67,7 @@ REFETCH_EVERY = 60.0  # seconds between two reads of the keys for an unknown kid
 RETRY_DOWN_EVERY = 1.0  # seconds between two tries while the issuer cannot be reached
 FETCH_TIMEOUT = 5.0
 _KEY_TYPES = frozenset({"RSA", "EC", "OKP"})
+MAX_SUBJECT = 255  # OpenID Connect's own bound on sub
 
 
 class OidcConfigError(ValueError):
@@ -308,8 +310,22 @@ class Oidc:
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
             raise Unauthorized("OIDC token's sub must be a non-empty string")
+        # sub goes into by_id and the display name into by: both reach the
+        # signed log, so they follow the rule of the names a body gives
+        # (guardd.bodies). A sub breaking it cannot be shown safely: refused.
+        # An email or name breaking it (people often edit their own) is
+        # passed over for the next, and sub comes last.
+        if len(subject) > MAX_SUBJECT:
+            raise Unauthorized(f"OIDC token's sub must be 1 to {MAX_SUBJECT} characters")
+        unwanted = _unwanted_in_name(subject)
+        if unwanted is not None:
+            raise Unauthorized(f"OIDC token's sub must not contain {unwanted}")
         display = next(
-            (v for v in (claims.get("email"), claims.get("name")) if isinstance(v, str) and v),
+            (
+                v
+                for v in (claims.get("email"), claims.get("name"))
+                if isinstance(v, str) and 0 < len(v) <= MAX_NAME and _unwanted_in_name(v) is None
+            ),
             subject,
         )
         roles = self.config.roles_of(self.config.roles_claim_of(claims))

@@ -125,6 +125,53 @@ async def test_without_email_or_name_the_subject_is_shown(
 
 
 @pytest.mark.parametrize(
+    ("email", "name", "display"),
+    [
+        pytest.param("eve\u202e@example.test", "Eve", "Eve", id="bidi-override-in-email"),
+        pytest.param("eve@example.test\x1b[31m", "Eve", "Eve", id="escape-in-email"),
+        pytest.param(None, "Ev\u200be", "u-7", id="zero-width-in-name"),
+        pytest.param(None, "Eve\nAdmin", "u-7", id="line-feed-in-name"),
+        pytest.param("e" * 129, "Eve", "Eve", id="email-longer-than-a-name"),
+    ],
+)
+async def test_a_display_name_that_no_body_could_give_falls_back_to_the_next(
+    oidc: Oidc,
+    oidc_provider: OidcProvider,
+    claims: Callable[..., dict[str, Any]],
+    email: str | None,
+    name: str,
+    display: str,
+) -> None:
+    # The display name is what the signed log records as who decided: it
+    # follows the rule of every operator name a body gives (no control,
+    # invisible or bidirectional characters, at most 128 characters).
+    token = oidc_provider.sign(claims(sub="u-7", email=email, name=name))
+    identity = await oidc.identify(token)
+    assert identity is not None
+    assert identity.display == display
+
+
+@pytest.mark.parametrize(
+    ("sub", "message"),
+    [
+        pytest.param("al\x00ice", "OIDC token's sub must not contain control characters (U+0000)",
+                     id="nul"),
+        pytest.param("ali\u202ece", "OIDC token's sub must not contain invisible or "
+                     "bidirectional format characters (U+202E)", id="bidi-override"),
+        pytest.param("s" * 256, "OIDC token's sub must be 1 to 255 characters", id="too-long"),
+    ],
+)  # fmt: skip
+async def test_a_subject_that_could_not_name_a_person_in_the_log_is_refused(
+    oidc: Oidc,
+    oidc_provider: OidcProvider,
+    claims: Callable[..., dict[str, Any]],
+    sub: str,
+    message: str,
+) -> None:
+    assert await refused(oidc, oidc_provider.sign(claims(sub=sub))) == message
+
+
+@pytest.mark.parametrize(
     "token",
     [
         pytest.param("gat_agent.abcdef", id="agent-token"),
