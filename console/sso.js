@@ -92,10 +92,24 @@ export function token() {
   return tokens?.id_token ?? null;
 }
 
-/** Who signed in: {name, subject}, from the ID token; null when nobody did. */
+// What guardd accepts as an operator's name (guardd.bodies): at most 128
+// characters, none of them control, invisible, bidirectional or separators.
+const MAX_NAME = 128;
+const UNWANTED_IN_NAME = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+
+function fitName(value) {
+  return typeof value === "string" && value !== "" && [...value].length <= MAX_NAME && !UNWANTED_IN_NAME.test(value);
+}
+
+/**
+ * Who signed in: {name, subject}, from the ID token; null when nobody did.
+ * The name is the one guardd shows: email, else name, passing over one that
+ * no operator name may be, else sub.
+ */
 export function person() {
   if (!claims) return null;
-  return { name: claims.email || claims.name || claims.sub, subject: claims.sub };
+  const name = [claims.email, claims.name].find(fitName) ?? claims.sub;
+  return { name, subject: claims.sub };
 }
 
 /** Called with no argument whenever the tokens change (renewed, or gone). */

@@ -136,6 +136,19 @@ def test_a_person_without_the_role_is_told_what_guardd_refused(
     )
 
 
+def test_an_email_no_operator_name_may_hold_is_passed_over_for_the_name(
+    page: Page, sso_server: GuardServer, oidc_provider: OidcProvider
+) -> None:
+    # guardd would pass it over too: the console must send the name guardd shows.
+    console = Console(page, sso_server)
+    create_agent(sso_server, "mailer")
+    console.open()
+    sign_in_at_provider(page, "erin", "erin-pw")
+    expect(console.agent("mailer")).to_be_visible()
+    expect(console.testid("signed-in-name")).to_have_text("Erin Admin")
+    expect(console.testid("operator-name")).to_have_value("Erin Admin")
+
+
 def test_a_wrong_password_stays_at_the_provider(
     page: Page, sso_server: GuardServer, oidc_provider: OidcProvider
 ) -> None:

@@ -28,6 +28,8 @@ const USERS = {
   bob: { password: 'bob-pw', email: 'bob@example.test', name: 'Bob Approver', groups: ['guard-approvers'] },
   carol: { password: 'carol-pw', email: 'carol@example.test', name: 'Carol Viewer', groups: ['guard-viewers'] },
   dave: { password: 'dave-pw', name: 'Dave Nogroup', groups: [] },
+  // An email no operator name may hold (a right-to-left override): shown by name.
+  erin: { password: 'erin-pw', email: 'erin\u202e@example.test', name: 'Erin Admin', groups: ['guard-admins'] },
 };
 
 const state = { keys: [], redirectUris: new Set(), provider: null };

@@ -35,6 +35,7 @@ USERS = {
     "bob": ("guard-approvers",),
     "carol": ("guard-viewers",),
     "dave": (),
+    "erin": ("guard-admins",),  # her email holds U+202E: she is shown by name
 }
 ROLES = "admin=guard-admins,approver=guard-approvers,viewer=guard-viewers"
 
