@@ -23,6 +23,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -74,6 +75,20 @@ class OidcConfigError(ValueError):
     pass
 
 
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+# What an origin's host and port may hold: it goes into the console's CSP,
+# where a space, ";" or "'" would add directives of the issuer's choosing.
+_ORIGIN_NETLOC = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?")
+
+
+def _secure_url(url: str) -> bool:
+    """https://, or http:// on loopback: what may carry keys or tokens."""
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return True
+    return parts.scheme == "http" and parts.hostname in _LOOPBACK
+
+
 class IssuerUnavailable(ApiError):
     """503: a token of the issuer, and no keys to check it with."""
 
@@ -100,8 +115,7 @@ class OidcConfig:
     ) -> OidcConfig:
         """From the settings' text; OidcConfigError says what is wrong."""
         parts = urlsplit(issuer)
-        loopback = parts.hostname in ("127.0.0.1", "::1", "localhost")
-        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+        if not _secure_url(issuer):
             raise OidcConfigError(
                 f"--oidc-issuer must be an https:// URL (http:// on loopback only), not {issuer!r}"
             )
@@ -367,11 +381,22 @@ class Oidc:
                 f"not {self.config.issuer!r}"
             )
         token_endpoint = doc.get("token_endpoint")
-        if isinstance(token_endpoint, str):
+        # Only an endpoint a browser may safely post a code to joins the
+        # console's connect-src; any other stays out of the policy.
+        if (
+            isinstance(token_endpoint, str)
+            and _secure_url(token_endpoint)
+            and _ORIGIN_NETLOC.fullmatch(urlsplit(token_endpoint).netloc)
+        ):
             self._token_endpoint = token_endpoint
         uri = doc.get("jwks_uri")
         if not isinstance(uri, str) or not uri.startswith(("https://", "http://")):
             raise ValueError("the discovery document has no jwks_uri")
+        if not _secure_url(uri):
+            raise ValueError(
+                "the discovery document's jwks_uri must be an https:// URL "
+                f"(http:// on loopback only), not {uri!r}"
+            )
         return uri
 
     @staticmethod

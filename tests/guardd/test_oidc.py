@@ -6,13 +6,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import http.server
 import json
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from joserfc.jwk import RSAKey
+from joserfc.jwk import OKPKey, RSAKey
 
 from guardd.errors import Unauthorized
 from guardd.oidc import IssuerUnavailable, Oidc, OidcConfig, OidcIdentity
@@ -343,6 +345,89 @@ async def test_an_unknown_kid_while_the_issuer_is_down_is_unavailable_not_refuse
     finally:
         provider.stop()
         await oidc.aclose()
+
+
+class FakeIssuer:
+    """A loopback issuer serving a discovery document the test writes, and a
+    JWKS of one key: for what a real provider would never publish."""
+
+    def __init__(self, discovery: Callable[[str], dict[str, Any]]) -> None:
+        outer = self
+        jwks = {"keys": [OKPKey.generate_key("Ed25519").as_dict(private=False)]}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                doc = discovery(outer.issuer) if "well-known" in self.path else jwks
+                body = json.dumps(doc).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeIssuer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+async def test_a_jwks_uri_in_plain_http_beyond_loopback_is_refused(clock: Clock) -> None:
+    # Keys read in the clear could be swapped on the way: the same rule as the issuer's.
+    def discovery(issuer: str) -> dict[str, Any]:
+        return {"issuer": issuer, "jwks_uri": "http://keys.example/jwks"}
+
+    with FakeIssuer(discovery) as issuer:
+        oidc = Oidc(config_for(issuer.issuer), clock=clock)
+        try:
+            await oidc.start()
+            assert not oidc.ready
+            clock.now += 1  # a token of the issuer makes guardd try again, and say why
+            claims = {"iss": issuer.issuer, "aud": CLIENT_ID, "sub": "alice"}
+            shaped = f"eyJhbGciOiJSUzI1NiJ9.{b64(json.dumps(claims).encode())}.c2ln"
+            with pytest.raises(IssuerUnavailable) as caught:
+                await oidc.identify(shaped)
+            assert caught.value.message == (
+                f"the OIDC issuer {issuer.issuer} is unreachable: the discovery document's "
+                "jwks_uri must be an https:// URL (http:// on loopback only), "
+                "not 'http://keys.example/jwks'"
+            )
+        finally:
+            await oidc.aclose()
+
+
+@pytest.mark.parametrize(
+    "token_endpoint",
+    [
+        pytest.param("https://idp.example;script-src 'unsafe-inline'/token", id="csp-injection"),
+        pytest.param("http://idp.example/token", id="plain-http-beyond-loopback"),
+        pytest.param("javascript:alert(1)", id="not-http"),
+    ],
+)
+async def test_a_token_endpoint_no_browser_should_reach_is_kept_out_of_the_console_policy(
+    clock: Clock, token_endpoint: str
+) -> None:
+    def discovery(issuer: str) -> dict[str, Any]:
+        return {"issuer": issuer, "jwks_uri": f"{issuer}/jwks", "token_endpoint": token_endpoint}
+
+    with FakeIssuer(discovery) as issuer:
+        oidc = Oidc(config_for(issuer.issuer), clock=clock)
+        try:
+            await oidc.start()
+            assert oidc.ready
+            assert oidc.browser_origins == (issuer.issuer,)
+        finally:
+            await oidc.aclose()
 
 
 # -- settings -----------------------------------------------------------------------
