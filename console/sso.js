@@ -103,12 +103,14 @@ function fitName(value) {
 
 /**
  * Who signed in: {name, subject}, from the ID token; null when nobody did.
- * The name is the one guardd shows: email, else name, passing over one that
- * no operator name may be, else sub.
+ * The name is the one guardd shows: email (when not said unverified), else
+ * name, passing over one that no operator name may be, else sub.
  */
 export function person() {
   if (!claims) return null;
-  const name = [claims.email, claims.name].find(fitName) ?? claims.sub;
+  // An email the provider has not verified is passed over, as guardd does.
+  const unverified = claims.email_verified === false || claims.email_verified === "false";
+  const name = [unverified ? undefined : claims.email, claims.name].find(fitName) ?? claims.sub;
   return { name, subject: claims.sub };
 }
 

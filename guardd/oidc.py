@@ -321,6 +321,10 @@ class Oidc:
                     f"OIDC token is for another audience: aud must name {self.config.client_id}"
                 ) from None
             raise Unauthorized(f"OIDC token has an invalid claim: {exc.claim}") from None
+        if claims.get("email_verified") in (False, "false"):
+            # An address the issuer has not checked could be anyone's: it
+            # neither names the person nor, mapped by email, gives a role.
+            claims = {k: v for k, v in claims.items() if k != "email"}
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
             raise Unauthorized("OIDC token's sub must be a non-empty string")

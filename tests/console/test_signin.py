@@ -149,6 +149,19 @@ def test_an_email_no_operator_name_may_hold_is_passed_over_for_the_name(
     expect(console.testid("operator-name")).to_have_value("Erin Admin")
 
 
+def test_an_email_the_provider_says_is_unverified_is_passed_over_for_the_name(
+    page: Page, sso_server: GuardServer, oidc_provider: OidcProvider
+) -> None:
+    # frank typed alice's address at the provider, which did not verify it.
+    console = Console(page, sso_server)
+    create_agent(sso_server, "mailer")
+    console.open()
+    sign_in_at_provider(page, "frank", "frank-pw")
+    expect(console.agent("mailer")).to_be_visible()
+    expect(console.testid("signed-in-name")).to_have_text("Frank Admin")
+    expect(console.testid("operator-name")).to_have_value("Frank Admin")
+
+
 def test_a_wrong_password_stays_at_the_provider(
     page: Page, sso_server: GuardServer, oidc_provider: OidcProvider
 ) -> None:

@@ -153,6 +153,36 @@ async def test_a_display_name_that_no_body_could_give_falls_back_to_the_next(
     assert identity.display == display
 
 
+@pytest.mark.parametrize("verified", [False, "false"])  # some issuers send it as a string
+async def test_an_email_the_issuer_says_is_unverified_neither_names_nor_gives_roles(
+    oidc_provider: OidcProvider,
+    claims: Callable[..., dict[str, Any]],
+    clock: Clock,
+    verified: object,
+) -> None:
+    # Anyone may type alice's address at a provider that lets people sign up:
+    # mapped by email, it would make them admin; shown, it would make them alice.
+    config = OidcConfig.parse(
+        oidc_provider.issuer, CLIENT_ID, "email", ["admin=alice@example.test"], None
+    )
+    oidc = Oidc(config, clock=clock)
+    try:
+        await oidc.start()
+        unverified = claims(name="Mallory", email_verified=verified)
+        identity = await oidc.identify(oidc_provider.sign(unverified))
+        assert identity is not None
+        assert (identity.display, identity.roles) == ("Mallory", frozenset())
+        verified_claims = claims(name="Alice", email_verified=True)
+        identity = await oidc.identify(oidc_provider.sign(verified_claims))
+        assert identity is not None
+        assert (identity.display, identity.roles) == (
+            "alice@example.test",
+            {"admin", "approver", "viewer"},
+        )
+    finally:
+        await oidc.aclose()
+
+
 @pytest.mark.parametrize(
     ("sub", "message"),
     [

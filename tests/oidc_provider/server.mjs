@@ -30,6 +30,10 @@ const USERS = {
   dave: { password: 'dave-pw', name: 'Dave Nogroup', groups: [] },
   // An email no operator name may hold (a right-to-left override): shown by name.
   erin: { password: 'erin-pw', email: 'erin\u202e@example.test', name: 'Erin Admin', groups: ['guard-admins'] },
+  // An email the provider says is unverified: shown by name.
+  frank: {
+    password: 'frank-pw', email: 'alice@example.test', emailVerified: false, name: 'Frank Admin', groups: ['guard-admins'],
+  },
 };
 
 const state = { keys: [], redirectUris: new Set(), provider: null };
@@ -53,7 +57,7 @@ function build() {
     pkce: { required: () => true },
     claims: {
       openid: ['sub', 'groups'],
-      email: ['email'],
+      email: ['email', 'email_verified'],
       profile: ['name'],
     },
     // The scopes' claims go into the ID token itself, the token guardd reads.
@@ -72,7 +76,13 @@ function build() {
       if (!user) return undefined;
       return {
         accountId: sub,
-        claims: () => ({ sub, email: user.email, name: user.name, groups: user.groups }),
+        claims: () => ({
+          sub,
+          email: user.email,
+          email_verified: user.emailVerified,
+          name: user.name,
+          groups: user.groups,
+        }),
       };
     },
     interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },

@@ -36,6 +36,7 @@ USERS = {
     "carol": ("guard-viewers",),
     "dave": (),
     "erin": ("guard-admins",),  # her email holds U+202E: she is shown by name
+    "frank": ("guard-admins",),  # says he is alice@example.test, unverified: shown by name
 }
 ROLES = "admin=guard-admins,approver=guard-approvers,viewer=guard-viewers"
 
