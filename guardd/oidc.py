@@ -312,7 +312,7 @@ class Oidc:
         except MissingClaimError as exc:
             raise Unauthorized(f"OIDC token lacks the {exc.claim} claim") from None
         except InvalidClaimError as exc:
-            if exc.claim in ("nbf", "iat"):
+            if exc.claim in ("nbf", "iat") and isinstance(claims[exc.claim], int | float):
                 raise Unauthorized(
                     f"OIDC token is not valid yet ({exc.claim} is in the future)"
                 ) from None

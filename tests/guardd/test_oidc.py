@@ -249,6 +249,14 @@ async def test_a_token_not_yet_valid_is_refused(
     assert await refused(oidc, token) == "OIDC token is not valid yet (nbf is in the future)"
 
 
+@pytest.mark.parametrize("claim", ["nbf", "iat"])
+async def test_a_time_claim_that_is_no_number_is_invalid_not_in_the_future(
+    oidc: Oidc, oidc_provider: OidcProvider, claims: Callable[..., dict[str, Any]], claim: str
+) -> None:
+    token = oidc_provider.sign(claims(**{claim: "tomorrow"}))
+    assert await refused(oidc, token) == f"OIDC token has an invalid claim: {claim}"
+
+
 async def test_a_token_for_another_audience_is_refused(
     oidc: Oidc, oidc_provider: OidcProvider, claims: Callable[..., dict[str, Any]]
 ) -> None:
