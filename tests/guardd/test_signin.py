@@ -206,3 +206,26 @@ def test_a_malformed_token_naming_the_issuer_is_unauthorized_never_a_500(
         response = client.get("/v1/agents")
     assert response.status_code == 401, response.text
     assert response.json() == {"error": message, "code": "unauthorized"}
+
+
+@pytest.mark.parametrize("user", ["bob", "carol", "dave"])
+def test_until_roles_reach_each_endpoint_only_an_admin_acts_on_an_agent(
+    signed: GuardServer, oidc_provider: OidcProvider, user: str
+) -> None:
+    # The interim wiring: a signed-in admin is the admin caller, anyone else
+    # is 403 everywhere, on the agent's own endpoints as on the admin's.
+    with signed.client(signed.admin_token) as admin:
+        assert admin.post("/v1/agents", json={"agent_id": "a1", "policy": POLICY}).is_success
+        before = admin.get("/v1/agents/a1/log").json()
+    with signed.client(oidc_provider.id_token(user)) as person:
+        tries = [
+            person.post("/v1/agents/a1/actions", json={"tool": "search"}),
+            person.get("/v1/agents/a1"),
+            person.get("/v1/agents/a1/token"),
+            person.put("/v1/agents/a1/policy", json=POLICY),
+            person.post("/v1/agents/a1/terminate", json={"by": "x", "reason": "r"}),
+            person.post("/v1/agents/a1/grants", json={"tool": "search", "by": "x"}),
+        ]
+    assert [(r.status_code, r.json()["code"]) for r in tries] == [(403, "forbidden")] * len(tries)
+    with signed.client(signed.admin_token) as admin:
+        assert admin.get("/v1/agents/a1/log").json() == before
