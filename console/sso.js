@@ -13,6 +13,7 @@ const PENDING_KEY = "guard.ssoPending"; // {verifier, state, nonce}: never a tok
 // provider's own session usually answers without asking). Never a token.
 const RESUME_KEY = "guard.ssoResume";
 const RENEW_BEFORE_S = 60;
+const MIN_RENEW_S = 10; // never sooner: a token that looks spent must not renew in a loop
 const TIMEOUT_MS = 10000;
 
 let config = null; // {issuer, client_id, scopes}, or null without single sign-on
@@ -165,7 +166,7 @@ function keep(answer, nonce) {
   tokens = {
     id_token: answer.id_token,
     refresh_token: answer.refresh_token ?? tokens?.refresh_token,
-    exp: idClaims.exp,
+    renewAt: renewalDue(idClaims),
   };
   claims = idClaims;
   sessionStorage.setItem(RESUME_KEY, "1");
@@ -173,9 +174,21 @@ function keep(answer, nonce) {
   changed();
 }
 
+// When to renew, on this browser's clock: a minute before the token's own
+// lifetime (exp - iat, both the provider's clock) is out, counted from now.
+// Comparing exp with this clock instead renewed in a loop whenever the two
+// clocks differed by more than the lifetime less a minute.
+function renewalDue(idClaims) {
+  const lifetime = Number.isFinite(idClaims.iat)
+    ? idClaims.exp - idClaims.iat
+    : idClaims.exp - Date.now() / 1000;
+  const inS = lifetime > 2 * RENEW_BEFORE_S ? lifetime - RENEW_BEFORE_S : lifetime / 2;
+  return Date.now() + Math.max(inS, MIN_RENEW_S) * 1000;
+}
+
 function scheduleRenewal() {
   clearTimeout(renewTimer);
-  const inMs = Math.max(0, (tokens.exp - RENEW_BEFORE_S) * 1000 - Date.now());
+  const inMs = Math.max(0, tokens.renewAt - Date.now());
   renewTimer = setTimeout(() => renew().catch(() => forget()), inMs);
 }
 

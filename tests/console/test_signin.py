@@ -3,6 +3,7 @@ provider's login page (Authorization Code with PKCE) and approves a held action.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -122,6 +123,34 @@ def test_the_console_renews_the_id_token_with_the_refresh_token(
         pass  # the next refresh, within 2 s, sends the renewed token
     expect(console.agent("mailer")).to_be_visible()
     expect(console.testid("signed-in-name")).to_have_text("alice@example.test")
+
+
+def test_a_browser_clock_ahead_of_the_provider_renews_once_per_lifetime_not_in_a_loop(
+    page: Page, sso_server: GuardServer, oidc_provider: OidcProvider
+) -> None:
+    # The provider's ID tokens live 300 s; with the browser 10 minutes ahead
+    # every token looked expired on arrival and was renewed again at once.
+    page.clock.install(time=time.time() + 600)
+    console = Console(page, sso_server)
+    create_agent(sso_server, "mailer")
+    refreshes: list[Request] = []
+
+    def is_refresh(request: Request) -> bool:
+        return request.url == f"{oidc_provider.issuer}/token" and "grant_type=refresh_token" in (
+            request.post_data or ""
+        )
+
+    page.on("request", lambda r: refreshes.append(r) if is_refresh(r) else None)
+    console.open()
+    sign_in_at_provider(page, "alice", "alice-pw")
+    expect(console.agent("mailer")).to_be_visible()
+    for _ in range(2):  # the console asks guardd every 2 s: a renewal due at once has gone
+        with page.expect_request(lambda r: r.url.startswith(f"{sso_server.url}/v1/agents")):
+            pass
+    assert refreshes == []
+    with page.expect_request(is_refresh):
+        page.clock.run_for(241_000)  # a minute before the token's own 300 s are out
+    assert len(refreshes) == 1
 
 
 def test_a_person_without_the_role_is_told_what_guardd_refused(
