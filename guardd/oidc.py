@@ -115,7 +115,9 @@ class OidcConfig:
     ) -> OidcConfig:
         """From the settings' text; OidcConfigError says what is wrong."""
         parts = urlsplit(issuer)
-        if not _secure_url(issuer):
+        # Its origin goes into the console's CSP: a plain host and port only.
+        plain = _ORIGIN_NETLOC.fullmatch(parts.netloc) and issuer.isprintable()
+        if not _secure_url(issuer) or not plain or " " in issuer:
             raise OidcConfigError(
                 f"--oidc-issuer must be an https:// URL (http:// on loopback only), not {issuer!r}"
             )

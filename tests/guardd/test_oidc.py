@@ -481,6 +481,24 @@ async def test_a_token_endpoint_no_browser_should_reach_is_kept_out_of_the_conso
             id="plain-http-beyond-loopback",
         ),
         pytest.param(
+            "https:///realm", "c", [], None,
+            "--oidc-issuer must be an https:// URL (http:// on loopback only), "
+            "not 'https:///realm'",
+            id="no-host",
+        ),
+        pytest.param(
+            "https://idp.example;sandbox", "c", [], None,
+            "--oidc-issuer must be an https:// URL (http:// on loopback only), "
+            "not 'https://idp.example;sandbox'",
+            id="host-no-origin-could-be",
+        ),
+        pytest.param(
+            "https://idp.example/realm ", "c", [], None,
+            "--oidc-issuer must be an https:// URL (http:// on loopback only), "
+            "not 'https://idp.example/realm '",
+            id="trailing-space",
+        ),
+        pytest.param(
             "https://idp.example", None, [], None,
             "--oidc-issuer needs --oidc-client-id: the audience to accept",
             id="no-client-id",
