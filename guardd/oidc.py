@@ -352,6 +352,13 @@ class Oidc:
         return OidcIdentity(self.config.issuer, subject, display, roles)
 
     async def _fetch_throttled(self, every: float) -> None:
+        if self._lock.locked():
+            # A read is under way, and may hang for FETCH_TIMEOUT: a token
+            # needing it (which anyone can forge) is answered now rather than
+            # queued behind it, holding a request in flight.
+            raise IssuerUnavailable(
+                f"the OIDC issuer {self.config.issuer} is being read for its keys: try again"
+            )
         async with self._lock:
             if self._clock() - self._fetched_at < every:
                 if self._unreachable:

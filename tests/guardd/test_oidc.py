@@ -3,6 +3,7 @@ from its sign-in page, and tokens it signs with claims no sign-in would give."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -389,12 +390,21 @@ class FakeIssuer:
     """A loopback issuer serving a discovery document the test writes, and a
     JWKS of one key: for what a real provider would never publish."""
 
-    def __init__(self, discovery: Callable[[str], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        discovery: Callable[[str], dict[str, Any]],
+        hold_keys: threading.Event | None = None,
+    ) -> None:
         outer = self
         jwks = {"keys": [OKPKey.generate_key("Ed25519").as_dict(private=False)]}
+        self.hold_keys = hold_keys
+        self.asked_keys = threading.Event()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if hold_keys is not None and "well-known" not in self.path:
+                    outer.asked_keys.set()
+                    hold_keys.wait(30)  # the JWKS answers once the test lets it
                 doc = discovery(outer.issuer) if "well-known" in self.path else jwks
                 body = json.dumps(doc).encode()
                 self.send_response(200)
@@ -415,6 +425,8 @@ class FakeIssuer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.hold_keys is not None:
+            self.hold_keys.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
@@ -440,6 +452,35 @@ async def test_a_jwks_uri_in_plain_http_beyond_loopback_is_refused(clock: Clock)
                 "jwks_uri must be an https:// URL (http:// on loopback only), "
                 "not 'http://keys.example/jwks'"
             )
+        finally:
+            await oidc.aclose()
+
+
+async def test_while_the_keys_are_being_read_other_tokens_needing_them_do_not_queue(
+    clock: Clock,
+) -> None:
+    # An issuer that hangs holds a read of its keys for the whole timeout:
+    # tokens naming it, which anyone can forge, must not pile up behind it.
+    def discovery(issuer: str) -> dict[str, Any]:
+        return {"issuer": issuer, "jwks_uri": f"{issuer}/jwks"}
+
+    with FakeIssuer(discovery, hold_keys=threading.Event()) as issuer:
+        assert issuer.hold_keys is not None
+        oidc = Oidc(config_for(issuer.issuer), clock=clock)
+        claims = {"iss": issuer.issuer, "aud": CLIENT_ID, "sub": "mallory"}
+        forged = f"eyJhbGciOiJSUzI1NiJ9.{b64(json.dumps(claims).encode())}.c2ln"
+        try:
+            reading = asyncio.create_task(oidc.identify(forged))
+            assert await asyncio.to_thread(issuer.asked_keys.wait, 10)  # the read hangs
+            with pytest.raises(IssuerUnavailable) as caught:
+                await oidc.identify(forged)
+            assert caught.value.message == (
+                f"the OIDC issuer {issuer.issuer} is being read for its keys: try again"
+            )
+            assert not reading.done()  # answered while the read still hangs
+            issuer.hold_keys.set()
+            with pytest.raises(Unauthorized):
+                await reading
         finally:
             await oidc.aclose()
 
