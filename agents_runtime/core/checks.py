@@ -20,6 +20,8 @@ from agents_runtime.core.vocabulary import Decision, ReasonCode, Severity
 DENY_SCARS: dict[str, Severity | None] = {
     ReasonCode.TERMINATED: None,
     ReasonCode.TOOL_NOT_ALLOWED: Severity.MODERATE,
+    ReasonCode.POLICY_RULE: None,  # the rule chooses (its ``scar``, in the reason)
+    ReasonCode.POLICY_ERROR: None,  # the policy's fault, not the agent's
     ReasonCode.TOOL_CALL_LIMIT: Severity.MINOR,
     ReasonCode.RATE_LIMITED: Severity.MINOR,
     ReasonCode.INSUFFICIENT_BUDGET: None,
