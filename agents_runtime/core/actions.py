@@ -153,7 +153,7 @@ def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lin
             )
         return first_decision(state, earlier, lines)
     action_id = state.next_action_id
-    verdict = decide(state, cmd.tool, cmd.cost, now)
+    verdict = decide(state, cmd.tool, cmd.cost, now, cmd.input)
     verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)
     fields: dict[str, Any] = {
         "kind": _ACTION_REQUESTED,
@@ -219,7 +219,7 @@ def _finish_request(state: AgentState, last: Record) -> Steps:
     cost = last["requested_cost"]
     requested_cost = None if cost is None else Decimal(cost)
     now = parse_ts(last["ts"])
-    verdict = decide(state, last["tool"], requested_cost, now)
+    verdict = decide(state, last["tool"], requested_cost, now, last["input"])
     verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
     yield from conclude(state, last["action_id"], verdict, last, grant=grant)
 

@@ -89,7 +89,8 @@ def _fold_policy(state: AgentState, r: Record) -> None:
     state.remaining = policy.budget - spent
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
-        action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
+        charge, _ = charge_for(policy.rule_for(action.tool), action.requested_cost, action.input)
+        action.cost = Decimal(charge)
     state.expiry_dirty = True
 
 

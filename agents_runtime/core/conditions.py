@@ -138,4 +138,4 @@ def evaluate(condition: Condition, facts: Any) -> bool | str:
     kind = result.type()
     if kind == _ERROR:
         return _STATUS.sub("", str(value))
-    return f"gave {kind.name()}, not a boolean"
+    return f"gave {kind.name().lower()}, not a boolean"

@@ -10,6 +10,7 @@ those decisions; the request itself is in ``actions``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -36,6 +37,7 @@ from agents_runtime.core.entries import (
 from agents_runtime.core.scars import add_scar
 from agents_runtime.core.state import (
     NO_LINES,
+    NO_TAGS,
     STATUS_CODES,
     Action,
     AgentState,
@@ -67,6 +69,7 @@ _ALLOWED_CODE = STATUS_CODES[ActionStatus.ALLOWED]
 _DENIED_CODE = STATUS_CODES[ActionStatus.DENIED]
 _PENDING_CODE = STATUS_CODES[ActionStatus.PENDING_APPROVAL]
 _CANCELLED_CODE = STATUS_CODES[ActionStatus.CANCELLED]
+_POLICY_RULE = ReasonCode.POLICY_RULE
 
 
 @attrs.frozen
@@ -135,6 +138,8 @@ def conclude(
                 fields["note"] = note
         if grant is not None:
             fields["grant_id"] = grant
+        if verdict.rule is not None:
+            fields["rule"] = verdict.rule
         allowed = yield fields
         decision = {
             "decision": _ALLOWED,
@@ -145,22 +150,34 @@ def conclude(
         }
         if grant is not None:
             decision["grant_id"] = grant
+        if verdict.rule is not None:
+            decision["rule"] = verdict.rule
         yield from terminate_if_exhausted(remaining, charge, state.alive)
         return decision
     if verdict.decision == _PENDING:
-        yield {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
-        return {"decision": _PENDING, "action_id": action_id}
+        held = {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
+        decision = {"decision": _PENDING, "action_id": action_id}
+        if verdict.rule is not None:
+            held["rule"] = decision["rule"] = verdict.rule
+        yield held
+        return decision
     reason = verdict.reason or {}
     denied: dict[str, Any] = {"kind": Kind.ACTION_DENIED, "action_id": action_id, "reason": reason}
     if approver is not None:
         denied["by"] = approver
+    decision = {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
+    if verdict.rule is not None:
+        denied["rule"] = decision["rule"] = verdict.rule
     yield denied
     yield from _denial_scar(state, action_id, reason)
-    return {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
+    return decision
 
 
 def _denial_scar(state: AgentState, action_id: str, reason: dict[str, Any]) -> Steps:
-    severity = DENY_SCARS[reason["code"]]
+    code = reason["code"]
+    # A deny rule sets its own scar, written into its reason (so finishing a
+    # denial a crash cut short, and replay, read it back).
+    severity = reason.get("scar") if code == _POLICY_RULE else DENY_SCARS[code]
     if severity is not None:
         yield from add_scar(state, severity, f"denied: {reason['code']}", action_id, SYSTEM)
 
@@ -198,7 +215,7 @@ def _decided_how(held: Action) -> str:
 
 def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
     action = pending_action(state, cmd.action_id)
-    verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
+    verdict = decide(state, action.tool, action.requested_cost, now, action.input, approving=True)
     return (
         yield from conclude(
             state,
@@ -277,6 +294,7 @@ def _fold_approval_required(state: AgentState, r: Record) -> None:
     if q is None:
         raise _not_after_request(r)
     action = Action(request=q, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
+    action.rule = r.get("rule")
     state.expiry_dirty = True
     state.held[action.action_id] = action
     state.pending[action.action_id] = action
@@ -321,6 +339,22 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
     state.allowed_times.append(parse_ts(r["ts"]))
+    policy = state.policy
+    if policy is not None:
+        rule = policy.rule_for(tool)
+        if rule is not None and rule.tags:
+            _remember_tags(state, rule.tags, r["ts"])
+
+
+def _remember_tags(state: AgentState, tags: tuple[str, ...], ts: str) -> None:
+    """The tags of an allowed call, as the policy in force gives them, last
+    used at its record's ts (what a rule's ``history`` reads)."""
+    last_used = state.tag_last_used
+    if last_used is NO_TAGS:
+        last_used = state.tag_last_used = {}
+    at = datetime.fromisoformat(ts)
+    for tag in tags:
+        last_used[tag] = at
 
 
 def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:

@@ -69,12 +69,37 @@ class ToolRule:
         )
 
 
-def charge_for(rule: ToolRule | None, requested_cost: Decimal | None) -> Decimal:
-    """The larger of the request's cost (default 0) and the rule's minimum."""
+def charge_for(
+    rule: ToolRule | None, requested_cost: Decimal | None, tool_input: Any = None
+) -> tuple[Decimal, str | None]:
+    """The charge of a call: the largest of the request's cost (default 0),
+    the rule's minimum and, with ``cost_from``, the input's amount; and why
+    that amount cannot be read, if it cannot (the call is then denied
+    ``policy_error``, and the charge leaves the amount out)."""
     requested = requested_cost if requested_cost is not None else ZERO
-    if rule is None or requested >= rule.cost:
-        return requested
-    return rule.cost
+    if rule is None:
+        return requested, None
+    charge = requested if requested >= rule.cost else rule.cost
+    if rule.cost_from is None:
+        return charge, None
+    amount = input_amount(rule.cost_from, tool_input)
+    if isinstance(amount, str):
+        return charge, amount
+    return (amount if amount > charge else charge), None
+
+
+def input_amount(path: str, tool_input: Any) -> Money | str:
+    """The money amount at ``path`` (a key, or dotted keys) of a call's input,
+    exact as the request gave it; or what is wrong with it."""
+    value = tool_input
+    for key in path.split("."):
+        if type(value) is not dict or key not in value:
+            return f"input.{path} is missing"
+        value = value[key]
+    try:
+        return to_money(value)
+    except ValueError as exc:
+        return f"input.{path} {exc}"
 
 
 @attrs.frozen

@@ -95,6 +95,7 @@ class Action:
 
     request: dict[str, Any]
     cost: Decimal  # the charge (recomputed when an approval re-runs the checks)
+    rule: str | None = None  # the policy rule that held it, if one did
     held_at: float = 0.0  # ts of its approval_required record: expiry counts from it
     reason: dict[str, Any] | None = None  # deny (or cancel) reason object
     approved_by: str | None = None
@@ -152,6 +153,7 @@ class _NoGrants(dict[str, "Grant"]):
 
 
 NO_GRANTS = _NoGrants()
+NO_TAGS: dict[str, datetime] = {}  # the tags of an agent that used none (never written)
 
 
 @attrs.define(slots=True)
@@ -177,6 +179,11 @@ class AgentState:
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = NO_GRANTS
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
+    # Tag -> the ts (as an instant) of the last allowed call whose tool had
+    # that tag under the policy in force then; first use first (what a
+    # rule's history.tags_used and history.tag_last_used read).
+    # NO_TAGS (shared, never written) until the first tag is remembered.
+    tag_last_used: dict[str, datetime] = NO_TAGS
     # The ts of every action_allowed, in order (ts never goes backwards): the
     # rate check counts its tail by bisection, under any policy.
     allowed_times: array[float] = attrs.field(factory=lambda: array("d"))
@@ -316,8 +323,12 @@ def first_decision(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
     """The decision action ``n`` was first answered with (an Idempotency-Key
     repeat answers with it again); ``lines`` holds ``first_decision_reads``."""
     action_id = f"act-{n}"
-    if action_id in state.held:
-        return {"decision": Decision.PENDING_APPROVAL, "action_id": action_id}
+    held = state.held.get(action_id)
+    if held is not None:
+        first: dict[str, Any] = {"decision": Decision.PENDING_APPROVAL, "action_id": action_id}
+        if held.rule is not None:
+            first["rule"] = held.rule
+        return first
     # Decided at request time: the decision record follows action_requested.
     seq = state.action_seqs[n - 1]
     record = parse_line(lines, seq + 1)
@@ -332,8 +343,11 @@ def first_decision(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
             decision["grant_id"] = record["grant_id"]
         if "request_hash" in record:  # older records give no receipt
             decision["receipt"] = receipt(lines[seq], lines[seq + 1])
-        return decision
-    return {"decision": Decision.DENIED, "action_id": action_id, "reason": record["reason"]}
+    else:
+        decision = {"decision": Decision.DENIED, "action_id": action_id, "reason": record["reason"]}
+    if "rule" in record:
+        decision["rule"] = record["rule"]
+    return decision
 
 
 # Views: the JSON shapes of the HTTP API (docs/api.md), built from state.
