@@ -185,6 +185,7 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
             first_decision(state, n, lines) for n in numbers if n_decided(state, n)
         ],
         "tool_calls": state.tool_calls,
+        "tag_last_used": {tag: at.isoformat() for tag, at in state.tag_last_used.items()},
         "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
         "idempotency": state.idempotency,
         "terminated_by": state.terminated_by,

@@ -45,23 +45,48 @@ from tests.agents_runtime.support import (
     write_test_keys,
 )
 
-TOOLS = ("read", "send", "capped", "nope")  # listed, approval, capped, unlisted
+# listed (tagged), approval (with rules), capped, unlisted, charged from its input
+TOOLS = ("read", "send", "capped", "nope", "pay")
 COSTS = (None, "0", "0.1", "0.5", "1", "2.5", "7")
 SEVERITIES = tuple(severity.value for severity in Severity)
 # Mostly light scars, so that agents live long enough to do interesting things.
 SCARS = ("minor", "minor", "minor", "moderate", "moderate", "severe", "fatal")
 
 
+# Rules of every effect, reading input, history (tags, their times, calls),
+# the agent and now; some fail to evaluate on some inputs (policy_error).
+SEND_RULES = [
+    {
+        "name": "recent",
+        "when": "'r' in history.tag_last_used && now - history.tag_last_used['r'] < duration('5s')",
+        "effect": "require_approval",
+    },
+    {"name": "rich", "when": "agent.remaining > 3.0 && 'read' in history.calls", "effect": "allow"},
+    {
+        "name": "after-read",
+        "when": "'r' in history.tags_used && has(input.b) && input.b == 1",
+        "effect": "allow",
+    },
+    {"name": "big-a", "when": "has(input.a) && input.a >= 3", "effect": "deny", "scar": "minor"},
+    {"name": "fails", "when": "has(input.a) && input.a == 2 && input.zz == 1", "effect": "deny"},
+]
+
+
 def machine_policy(
-    budget: str, scar_limit: int, rate: tuple[int, int] | None, timeout: int | None = None
+    budget: str,
+    scar_limit: int,
+    rate: tuple[int, int] | None,
+    timeout: int | None = None,
+    tagged: bool = True,
 ) -> Policy:
     return policy(
         budget=Decimal(budget),
         scar_limit=scar_limit,
         tools={
-            "read": {"cost": Decimal("0.5")},
-            "send": {"cost": 2, "requires_approval": True},
+            "read": {"cost": Decimal("0.5"), "tags": ["r"] if tagged else []},
+            "send": {"cost": 2, "requires_approval": True, "rules": SEND_RULES},
             "capped": {"max_calls": 2},
+            "pay": {"cost_from": "a"},
         },
         rate_limit=None if rate is None else {"max_actions": rate[0], "window_secs": rate[1]},
         approval_timeout_secs=timeout,
@@ -75,6 +100,7 @@ policies = st.builds(
     rate=st.one_of(st.none(), st.tuples(st.integers(1, 4), st.sampled_from([1, 10, 60]))),
     # Held actions expire after this long (fake seconds), or never.
     timeout=st.sampled_from([None, None, 5, 30, 60]),
+    tagged=st.booleans(),
 )
 
 
@@ -181,6 +207,13 @@ class AgentMachine(RuleBasedStateMachine):
     @rule(tool=st.sampled_from(TOOLS[:3]), cost=st.sampled_from(COSTS[:5]))
     def request_listed_tool(self, tool: str, cost: str | None) -> None:
         self.request(tool, cost, None, {})
+
+    @rule(
+        tool=st.sampled_from(["send", "pay"]),
+        data=st.dictionaries(st.sampled_from("ab"), st.integers(0, 3), max_size=2),
+    )
+    def request_with_rules(self, tool: str, data: dict[str, int]) -> None:
+        self.request(tool, None, None, data)
 
     @rule(tool=st.sampled_from(TOOLS[:3]), cost=st.sampled_from(COSTS[:5]))
     def request_listed_tool_again(self, tool: str, cost: str | None) -> None:
