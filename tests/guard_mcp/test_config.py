@@ -233,6 +233,28 @@ def test_the_description_note_says_approval_and_cost_and_nothing_when_free() -> 
     assert rule_note(free, "amount") == "[guard: costs the number in its 'amount' argument]"
 
 
+def _rule(effect: str) -> dict[str, str]:
+    return {"name": effect, "when": "true", "effect": effect}
+
+
+def test_the_description_note_says_may_need_approval_when_a_policy_rule_can_hold() -> None:
+    free = Decimal(0)
+    held_by_rule = ToolRule(
+        cost=free, requires_approval=False, max_calls=None, rules=(_rule("require_approval"),)
+    )
+    assert rule_note(held_by_rule, None) == "[guard: a call may need a person's approval]"
+    allowed_by_rule = ToolRule(
+        cost=free, requires_approval=True, max_calls=None, rules=(_rule("allow"),)
+    )
+    assert rule_note(allowed_by_rule, None) == "[guard: a call may need a person's approval]"
+    denied_only = ToolRule(
+        cost=free, requires_approval=False, max_calls=None, rules=(_rule("deny"),)
+    )
+    assert rule_note(denied_only, None) == ""
+    charged = ToolRule(cost=free, requires_approval=False, max_calls=None, cost_from="amount")
+    assert rule_note(charged, None) == "[guard: costs the number in its 'amount' argument]"
+
+
 def test_an_upstream_that_cannot_start_is_one_line_and_exit_1(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
     env |= {"GUARD_AGENT_TOKEN": "agt_someone.x", "GUARD_URL": "http://127.0.0.1:1"}
