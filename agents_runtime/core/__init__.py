@@ -25,7 +25,8 @@ actions. Below them::
 
     entries      what an entry of the two tables holds; Command, every command's base
     state        the agent's state (the model), its queries, and its JSON views
-    checks       decide(): the checks, in their fixed order
+    checks       decide(): the checks, in their fixed order (policy rules among them)
+    conditions   the rules' CEL expressions: compiled once, evaluated on facts
     vocabulary   decisions, action statuses, outcomes, severities, reason codes
     money, policy, validation
 
@@ -47,6 +48,7 @@ __all__ = [
     "agent",
     "behaviour",
     "commands",
+    "conditions",
     "decisions",
     "entries",
     "grants",

@@ -62,12 +62,6 @@ class ToolRule:
     # The input key (path) whose value is the call's money amount.
     cost_from: KeyPath | None = None
 
-    def can_hold(self) -> bool:
-        """Whether a call of this tool may be held for approval."""
-        return self.requires_approval or any(
-            r.effect == Effect.REQUIRE_APPROVAL for r in self.rules
-        )
-
 
 def charge_for(
     rule: ToolRule | None, requested_cost: Decimal | None, tool_input: Any = None
