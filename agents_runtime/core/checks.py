@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from agents_runtime.core.conditions import bind, evaluate, json_value, timestamp
-from agents_runtime.core.policy import Rule, charge_for
+from agents_runtime.core.policy import Rule, Rules, charge_for
 from agents_runtime.core.state import AgentState
 from agents_runtime.core.vocabulary import Decision, Effect, ReasonCode, Severity
 
@@ -124,7 +124,7 @@ def decide(
 
 
 def _first_true(
-    state: AgentState, rules: tuple[Rule, ...], tool: str, tool_input: Any, now: float
+    state: AgentState, rules: Rules, tool: str, tool_input: Any, now: float
 ) -> tuple[Rule | None, str | None]:
     """The first rule whose ``when`` is true (None: none is), or the first
     that cannot be evaluated with why (the rules after either are not)."""
@@ -139,19 +139,26 @@ def _first_true(
 
 
 def _facts(
-    state: AgentState, rules: tuple[Rule, ...], tool: str, tool_input: Any, now: float
+    state: AgentState, rules: Rules, tool: str, tool_input: Any, now: float
 ) -> dict[str, Any]:
-    """What a rule's ``when`` reads, built once for all the tool's rules:
-    ``agent`` and ``history`` only when one of them names it."""
-    facts: dict[str, Any] = {"tool": tool, "input": json_value(tool_input), "now": timestamp(now)}
-    if any(r.when.reads.agent for r in rules):
+    """What the tool's rules read, built once for all of them: only the
+    variables one of them names."""
+    reads = rules.reads
+    facts: dict[str, Any] = {}
+    if reads.tool:
+        facts["tool"] = tool
+    if reads.input:
+        facts["input"] = json_value(tool_input)
+    if reads.now:
+        facts["now"] = timestamp(now)
+    if reads.agent:
         budget, remaining = state.budget, state.remaining
         facts["agent.budget"] = float(budget)
         facts["agent.spent"] = float(budget - remaining)
         facts["agent.remaining"] = float(remaining)
         facts["agent.scar_score"] = state.scar_score
         facts["agent.actions_allowed"] = state.actions_allowed
-    if any(r.when.reads.history for r in rules):
+    if reads.history:
         last_used = state.tag_last_used
         facts["history.tags_used"] = list(last_used)
         facts["history.tag_last_used"] = last_used

@@ -53,15 +53,35 @@ _COMPILE_ERROR = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
 # "NOT_FOUND: Key not found in map ..." -> the part after the status word.
 _STATUS = re.compile(r"^[A-Z_]+: ")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_CONVERTED = (dict, list, Decimal)  # what json_value may have to copy or convert
 
 
 @attrs.frozen(eq=False)
 class Reads:
-    """Which groups of variables an expression may read: only those are
-    built for a request (an over-estimate from the text, never an under-)."""
+    """Which variables (or groups of them) an expression may read: only those
+    are built for a request (an over-estimate from the text: a word that
+    appears anywhere, even in a string, counts; never an under-estimate)."""
 
+    tool: bool
+    input: bool
+    now: bool
     agent: bool
     history: bool
+
+    @classmethod
+    def of_text(cls, text: str) -> Reads:
+        words = set(_WORD.findall(text))
+        return cls(*(name in words for name in _GROUPS))
+
+    def __or__(self, other: Reads) -> Reads:
+        return Reads(
+            *(a or b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True))
+        )
+
+
+_GROUPS = ("tool", "input", "now", "agent", "history")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NOTHING = Reads(False, False, False, False, False)
 
 
 @attrs.frozen
@@ -92,17 +112,22 @@ def compile_condition(text: str) -> Condition:
     returns = program.return_type()
     if returns != _BOOL and returns != _DYN:
         raise ValueError(f"must be a boolean expression, not {returns.name().lower()}")
-    reads = Reads(
-        agent=re.search(r"\bagent\b", text) is not None,
-        history=re.search(r"\bhistory\b", text) is not None,
-    )
-    return Condition(text, program, reads)
+    return Condition(text, program, Reads.of_text(text))
 
 
 def timestamp(now: float) -> datetime:
     """``now`` (seconds since the epoch, whole microseconds as a record's
     ``ts``) as the exact instant a CEL ``timestamp`` holds."""
-    return _EPOCH + timedelta(microseconds=round(now * 1_000_000))
+    global _last
+    last = _last
+    if last[0] == now:  # the requests of one batch share their now
+        return last[1]
+    at = _EPOCH + timedelta(microseconds=round(now * 1_000_000))
+    _last = (now, at)
+    return at
+
+
+_last = (0.0, _EPOCH)  # the last now timestamp() converted, and its instant
 
 
 def json_value(value: Any) -> Any:
@@ -110,6 +135,11 @@ def json_value(value: Any) -> Any:
     becomes a double; the value itself when it holds none."""
     kind = type(value)
     if kind is dict:
+        for item in value.values():
+            if type(item) in _CONVERTED:
+                break
+        else:  # the usual input: an object of strings, ints, bools, nulls
+            return value
         out = {k: json_value(v) for k, v in value.items()}
         return value if all(out[k] is value[k] for k in value) else out
     if kind is list:

@@ -15,7 +15,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
-from agents_runtime.core.conditions import Condition, compile_condition
+from agents_runtime.core.conditions import NOTHING, Condition, Reads, compile_condition
 from agents_runtime.core.money import ZERO, Money, positive, to_money
 from agents_runtime.core.validation import error_messages
 from agents_runtime.core.vocabulary import Effect, Severity
@@ -48,6 +48,24 @@ class Rule:
     scar: Severity | None = None
 
 
+class Rules(tuple[Rule, ...]):
+    """A tool's rules, in order, with what any of them may read (so that a
+    request builds those facts only, without looking at each rule)."""
+
+    reads: Reads
+
+    def __new__(cls, rules: tuple[Rule, ...] = ()) -> Rules:
+        self = super().__new__(cls, rules)
+        reads = NOTHING
+        for rule in rules:
+            reads = reads | rule.when.reads
+        self.reads = reads
+        return self
+
+
+NO_RULES = Rules()
+
+
 @attrs.frozen
 class ToolRule:
     cost: Money = ZERO
@@ -56,7 +74,7 @@ class ToolRule:
     # Seconds a held call of this tool may wait for an operator; None: the
     # policy's own approval_timeout_secs.
     approval_timeout_secs: PositiveNumber | None = None
-    rules: tuple[Rule, ...] = ()
+    rules: Rules = NO_RULES
     # What history.tags_used remembers of each allowed call of the tool.
     tags: tuple[ShortName, ...] = ()
     # The input key (path) whose value is the call's money amount.
@@ -200,7 +218,7 @@ def _text(value: Any, _: Any) -> Text:
     return Text(value)
 
 
-def _rules(value: Any, _: Any) -> tuple[Rule, ...]:
+def _rules(value: Any, _: Any) -> Rules:
     if not isinstance(value, list):
         raise ValueError("must be a list")
     result: list[Rule] = []
@@ -220,7 +238,7 @@ def _rules(value: Any, _: Any) -> tuple[Rule, ...]:
             errors.append(exc)
     if errors:
         raise ExceptionGroup("invalid rules", errors)
-    return tuple(result)
+    return Rules(tuple(result))
 
 
 def _tags(value: Any, _: Any) -> tuple[ShortName, ...]:
@@ -245,7 +263,7 @@ _converter.register_structure_hook(ShortName, _short_name)
 _converter.register_structure_hook(KeyPath, _key_path)
 _converter.register_structure_hook(Condition, _condition)
 _converter.register_structure_hook(Text, _text)
-_converter.register_structure_hook_func(lambda t: t == tuple[Rule, ...], _rules)
+_converter.register_structure_hook(Rules, _rules)
 _converter.register_structure_hook_func(lambda t: t == tuple[ShortName, ...], _tags)
 for _cls in (Rule, ToolRule, RateLimit, Policy):
     _hook = _converter.gen_structure_attrs_fromdict(_cls)
