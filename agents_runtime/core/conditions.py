@@ -49,9 +49,10 @@ _ERROR = _T.ERROR
 
 # "ERROR: <input>:1:12: undeclared reference to 'foo' ..." (the first of the
 # checker's errors; the lines after it draw the position).
-_COMPILE_ERROR = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
-# "NOT_FOUND: Key not found in map ..." -> the part after the status word.
-_STATUS = re.compile(r"^[A-Z_]+: ")
+_COMPILE_ERROR = re.compile(r"<input>:(-?\d+):(-?\d+): ([^\n]*)")
+# "NOT_FOUND: Key not found in map ..." -> the part after the status word;
+# "... limit: 32 [CANCELLED]" -> the part before it.
+_STATUS = re.compile(r"^[A-Z_]+: | \[[A-Z_]+\]$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CONVERTED = (dict, list, Decimal)  # what json_value may have to copy or convert
 
@@ -105,9 +106,11 @@ def compile_condition(text: str) -> Condition:
     except RuntimeError as exc:
         found = _COMPILE_ERROR.search(str(exc))
         if found is None:
-            raise ValueError(_STATUS.sub("", str(exc)).split("\n")[0]) from None
+            raise ValueError(_STATUS.sub("", str(exc).split("\n")[0])) from None
         line, column, what = found.groups()
-        what = what.replace(" (in container '')", "")
+        what = _STATUS.sub("", what.replace(" (in container '')", ""))
+        if line.startswith("-"):  # the parser gave up before it had a position
+            raise ValueError(what) from None
         raise ValueError(f"line {line} column {column}: {what}") from None
     returns = program.return_type()
     if returns != _BOOL and returns != _DYN:

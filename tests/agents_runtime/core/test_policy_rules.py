@@ -177,3 +177,30 @@ def test_a_condition_is_compiled_once_and_compared_by_its_text() -> None:
     one, two = compile_condition("tool == 'a'"), compile_condition("tool == 'a'")
     assert one == two
     assert one.program is not two.program
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "(" * 50 + "true" + ")" * 50, "Expression recursion limit exceeded", id="deep"
+        ),
+        pytest.param(
+            "input" + ".a" * 40 + " == 1", "Exceeded max recursion depth of 32", id="deep-select"
+        ),
+        pytest.param("a" * 100_001, "expression size exceeds codepoint limit", id="long"),
+        pytest.param("\x00", "line 1 column 1: Syntax error: token recognition error", id="nul"),
+    ],
+)
+def test_an_expression_beyond_the_evaluators_limits_is_refused_in_one_line(
+    text: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^\S") as caught:
+        compile_condition(text)
+    assert str(caught.value).startswith(message), str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert not str(caught.value).endswith("]")
+
+
+def test_a_rule_of_many_conditions_joined_is_within_the_limits() -> None:
+    compile_condition(" && ".join(f"has(input.x{i})" for i in range(60)))
