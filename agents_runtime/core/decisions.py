@@ -492,13 +492,15 @@ def _allowed_as_written(expected: Record, actual: Record) -> Record:
 
 # -- webhooks ---------------------------------------------------------------------------
 
-_DECIDED_FIELDS = ("approved_by", "by", "note", "reason", "cost", "timeout_secs")
+_DECIDED_FIELDS = ("approved_by", "by", "note", "reason", "cost", "timeout_secs", "rule")
 
 
 def _announces_held(record: Record, requested: Record | None) -> tuple[str, Record]:
     data = {"action_id": record["action_id"], "cost": record["cost"]}
     if requested is not None:
         data |= {"tool": requested["tool"], "input": requested["input"]}
+    if "rule" in record:
+        data["rule"] = record["rule"]
     return "approval.required", data
 
 

@@ -204,3 +204,18 @@ def test_an_expression_beyond_the_evaluators_limits_is_refused_in_one_line(
 
 def test_a_rule_of_many_conditions_joined_is_within_the_limits() -> None:
     compile_condition(" && ".join(f"has(input.x{i})" for i in range(60)))
+
+
+def test_webhook_events_of_a_held_call_name_the_rule_that_decided_it() -> None:
+    from agents_runtime.core.records import KINDS
+
+    requested = {"kind": "action_requested", "action_id": "act-1", "tool": "t", "input": {}}
+    held = {"kind": "approval_required", "action_id": "act-1", "cost": 1, "rule": "outside"}
+    assert KINDS["approval_required"].announces(held, requested) == (
+        "approval.required",
+        {"action_id": "act-1", "cost": 1, "tool": "t", "input": {}, "rule": "outside"},
+    )
+    denied = {"kind": "action_denied", "action_id": "act-1", "by": "alice", "rule": "r"}
+    denied["reason"] = {"code": "policy_rule", "rule": "r", "message": "m"}
+    _, data = KINDS["action_denied"].announces(denied, requested)
+    assert data["rule"] == "r"
