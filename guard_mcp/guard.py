@@ -75,6 +75,12 @@ def denial_text(reason: Mapping[str, Any] | None, action_id: str) -> str:
         detail = f"the agent is terminated: {reason.get('reason')}"
     elif code == "rejected":
         detail = f"rejected by {reason.get('by')}: {reason.get('reason')}"
+    elif code == "policy_rule":
+        detail = f"policy rule {reason.get('rule')}: {reason.get('message')}"
+    elif code == "policy_error" and "rule" in reason:
+        detail = f"policy rule {reason.get('rule')} cannot judge this call: {reason.get('message')}"
+    elif code == "policy_error":
+        detail = f"the call's amount cannot be read: {reason.get('message')}"
     else:
         detail = ", ".join(f"{k}={_number(v)}" for k, v in reason.items())
     text = f"denied by guard: {code}" + (f" ({detail})" if detail else "")

@@ -213,6 +213,23 @@ def test_every_option_is_in_docs_mcp() -> None:
             id="terminated",
         ),
         pytest.param(
+            {"code": "policy_rule", "rule": "after-private", "message": "no outside email"},
+            "denied by guard: policy_rule (policy rule after-private: no outside email)",
+            id="policy-rule",
+        ),
+        pytest.param(
+            {"code": "policy_error", "rule": "internal", "message": "no key to"},
+            "denied by guard: policy_error (policy rule internal cannot judge this call: "
+            "no key to)",
+            id="policy-error-rule",
+        ),
+        pytest.param(
+            {"code": "policy_error", "cost_from": "amount", "message": "input.amount is missing"},
+            "denied by guard: policy_error (the call's amount cannot be read: "
+            "input.amount is missing)",
+            id="policy-error-cost-from",
+        ),
+        pytest.param(
             {"code": "rate_limited", "max_actions": 5, "window_secs": Decimal(60)},
             "denied by guard: rate_limited (max_actions=5, window_secs=60)",
             id="other",
