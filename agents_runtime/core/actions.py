@@ -180,7 +180,7 @@ def _draw(
     grant = drawable(state.grants, tool, tool_input, verdict.charge, now)
     if grant is None:
         return verdict, None
-    return Verdict(_ALLOWED, verdict.charge), grant.grant_id
+    return Verdict(_ALLOWED, verdict.charge, None, verdict.rule), grant.grant_id
 
 
 def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...]:

@@ -386,3 +386,28 @@ def test_the_issue_policy_holds_a_big_payment(api: Api) -> None:
     assert held["rule"] == "big"
     pending = ok(api.admin.get(f"{agent.path}/actions/pending"))["pending"]
     assert pending[0]["action"]["cost"] == 150
+
+
+def test_a_grant_covers_a_call_a_rule_would_hold_and_the_rule_is_named(api: Api) -> None:
+    agent = api.create(policy=ISSUE_POLICY)
+    body = {"tool": "send_email", "by": "alice", "ttl_secs": 600, "max_calls": 1}
+    ok(api.admin.post(f"{agent.path}/grants", json=body), 201)
+    answer = ok(agent.act("send_email", input={"to": "eve@elsewhere.org"}))
+    assert (answer["decision"], answer["grant_id"], answer["rule"]) == (
+        "allowed",
+        "grt-1",
+        "outside",
+    )
+
+
+def test_a_new_policy_reprices_a_held_call_from_its_input(api: Api) -> None:
+    agent = api.create(policy=_policy({"requires_approval": True}))
+    ok(agent.act("t", input={"amount": 7}))
+    ok(
+        api.admin.put(
+            f"{agent.path}/policy", json=_policy({"requires_approval": True, "cost_from": "amount"})
+        )
+    )
+    pending = ok(api.admin.get(f"{agent.path}/actions/pending"))["pending"]
+    assert pending[0]["action"]["cost"] == 7
+    assert ok(api.approve(agent, "act-1"))["cost"] == 7
