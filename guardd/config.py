@@ -46,6 +46,10 @@ class Settings:
     # (<data-dir>/checkpoints for files, <data-dir>/store-checkpoints for PostgreSQL)
     checkpoint_dir: Path | None = None
     hook_wait: float = DEFAULT_HOOK_WAIT  # --hook-wait, GUARD_HOOK_WAIT
+    # Traces, on when an OTEL_* variable asks for them (tracing_wanted)
+    tracing: bool = False
+    # --otel-record-input, GUARD_OTEL_RECORD_INPUT=on: tool inputs go into the decision spans
+    otel_record_input: bool = False
 
     @property
     def tls(self) -> bool:
@@ -198,6 +202,15 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "the console's address as operators reach it (links in webhook messages)",
     )
     parser.add_argument(
+        "--otel-record-input",
+        action="store_true",
+        default=_on_off_env(env.get("GUARD_OTEL_RECORD_INPUT")),
+        help="put each action's tool input in its decision span "
+        "(gen_ai.tool.call.arguments); traces are on when an OTEL_* variable is set "
+        "(default: inputs never leave guardd in a span; environment: "
+        "GUARD_OTEL_RECORD_INPUT=on)",
+    )
+    parser.add_argument(
         "--checkpoint-dir",
         default=env.get("GUARD_CHECKPOINT_DIR"),
         metavar="DIR",
@@ -206,6 +219,41 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "environment: GUARD_CHECKPOINT_DIR)",
     )
     return parser
+
+
+def _on_off_env(value: str | None) -> bool:
+    # Checked in parse_settings, as _metrics_env.
+    return value is not None and value.strip().lower() == "on"
+
+
+def tracing_wanted(env: Mapping[str, str]) -> bool:
+    """Whether the OpenTelemetry variables ask for traces: any ``OTEL_*``
+    variable does, unless ``OTEL_SDK_DISABLED=true`` or
+    ``OTEL_TRACES_EXPORTER=none``. SettingsError for an exporter or protocol
+    guardd does not speak (it exports OTLP over HTTP, protobuf), rather than
+    serving with traces that go nowhere."""
+    if not any(name.startswith("OTEL_") for name in env):
+        return False
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
+    if exporter == "none":
+        return False
+    if exporter != "otlp":
+        raise SettingsError(
+            f"OTEL_TRACES_EXPORTER must be otlp or none, not {exporter!r}: "
+            "guardd exports traces over OTLP/HTTP"
+        )
+    for var in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = env.get(var)
+        if protocol is not None:
+            if protocol.strip().lower() != "http/protobuf":
+                raise SettingsError(
+                    f"{var} must be http/protobuf, not {protocol!r}: "
+                    "guardd exports traces over OTLP/HTTP"
+                )
+            break
+    return True
 
 
 def _metrics_env(value: str | None) -> bool:
@@ -237,6 +285,15 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
+    record_env = env.get("GUARD_OTEL_RECORD_INPUT")
+    if record_env is not None and record_env.strip().lower() not in ("on", "off"):
+        raise SettingsError(f"GUARD_OTEL_RECORD_INPUT must be on or off, not {record_env!r}")
+    tracing = tracing_wanted(env)
+    if args.otel_record_input and not tracing:
+        raise SettingsError(
+            "--otel-record-input puts tool inputs in traces, and no OTEL_* variable "
+            "turns traces on (set OTEL_EXPORTER_OTLP_ENDPOINT)"
+        )
     metrics_listen = listen_address(args.metrics_listen) if args.metrics_listen else None
     if metrics_listen is not None and not args.metrics:
         raise SettingsError("--metrics-listen serves metrics, which --no-metrics turns off")
@@ -279,6 +336,8 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         public_url=args.public_url,
         store=store,
         hook_wait=hook_wait,
+        tracing=tracing,
+        otel_record_input=args.otel_record_input,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 
