@@ -147,3 +147,45 @@ class OtlpReceiver:
                 shown = [(s.name, s.attributes) for s in spans]
                 raise AssertionError(f"spans received: {shown}; refused: {self.refused}")
             time.sleep(0.02)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.support.otlp SPANS.jsonl``: a receiver for the
+    TypeScript client's tests. Prints its port, appends each span it gets
+    to the file as one JSON object, and stops when its standard input
+    closes (or after ten minutes, whatever happens to its parent)."""
+    import json
+    import signal
+    import sys
+
+    (path,) = sys.argv[1:] if argv is None else argv
+    signal.alarm(600)
+    receiver = OtlpReceiver().start()
+    written = 0
+    print(receiver.port, flush=True)
+
+    def flush() -> None:
+        nonlocal written
+        with receiver._lock:
+            spans = receiver.spans[written:]
+            written = len(receiver.spans)
+        with open(path, "a", encoding="utf-8") as out:
+            for span in spans:
+                out.write(json.dumps(attrs.asdict(span)) + "\n")
+
+    stop = threading.Event()
+
+    def keep_flushing() -> None:
+        while not stop.wait(0.02):
+            flush()
+
+    threading.Thread(target=keep_flushing, daemon=True).start()
+    sys.stdin.read()
+    stop.set()
+    receiver.stop()
+    flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
