@@ -28,11 +28,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import orjson
-from opentelemetry import propagate
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, SpanContext, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 from werkzeug.datastructures import Headers
 
@@ -58,6 +59,20 @@ OUTCOME_SPAN = "report_outcome guardd"
 REMEMBERED = 65536
 
 _INTERNAL = SpanKind.INTERNAL
+_W3C = TraceContextTextMapPropagator()
+
+
+def _parent(headers: Headers) -> Context | None:
+    """The caller's span, from its W3C ``traceparent`` (and ``tracestate``);
+    None without one (or with one that does not parse): the span is a root."""
+    traceparent = headers.get("traceparent")
+    if traceparent is None:
+        return None
+    carrier = {"traceparent": traceparent}
+    tracestate = headers.get("tracestate")
+    if tracestate is not None:
+        carrier["tracestate"] = tracestate
+    return _W3C.extract(carrier)
 
 
 def _rule(reply: Mapping[str, Any]) -> str | None:
@@ -107,7 +122,7 @@ class Tracer:
             attributes["gen_ai.tool.call.arguments"] = orjson.dumps(tool_input).decode()
         span = self._tracer.start_span(
             DECISION_SPAN,
-            context=propagate.extract(headers),
+            context=_parent(headers),
             kind=_INTERNAL,
             attributes=attributes,
             start_time=started,
@@ -192,7 +207,7 @@ class Tracer:
             attributes["gen_ai.tool.name"] = tool
         span = self._tracer.start_span(
             name,
-            context=propagate.extract(headers),
+            context=_parent(headers),
             kind=_INTERNAL,
             attributes=attributes,
             links=links,
