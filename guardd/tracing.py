@@ -23,6 +23,7 @@ tool input goes in only with ``--otel-record-input``. docs/operations.md,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -31,7 +32,7 @@ import orjson
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
@@ -40,6 +41,7 @@ from werkzeug.datastructures import Headers
 __all__ = [
     "APPROVAL_SPANS",
     "DECISION_SPAN",
+    "FLUSH_TIMEOUT",
     "OUTCOME_SPAN",
     "REMEMBERED",
     "Tracer",
@@ -54,6 +56,9 @@ APPROVAL_SPANS = {
     "cancel": "cancel_action guardd",
 }
 OUTCOME_SPAN = "report_outcome guardd"
+# Seconds guardd, stopping, waits for the backend to take the spans it still
+# holds: a backend that is down must not hold up the stop.
+FLUSH_TIMEOUT = 3.0
 # Decisions whose span context is kept for the spans of what follows them:
 # about 200 bytes each.
 REMEMBERED = 65536
@@ -87,9 +92,16 @@ def _rule(reply: Mapping[str, Any]) -> str | None:
 class Tracer:
     """Makes guardd's spans, and remembers each decision's span context."""
 
-    def __init__(self, provider: TracerProvider, *, record_input: bool = False) -> None:
+    def __init__(
+        self,
+        provider: TracerProvider,
+        *,
+        record_input: bool = False,
+        exporter: SpanExporter | None = None,
+    ) -> None:
         self.provider = provider
         self.record_input = record_input
+        self._exporter = exporter
         try:
             own = version("guardd")
         except PackageNotFoundError:  # pragma: no cover - run from a source tree
@@ -178,9 +190,16 @@ class Tracer:
         self._linked(OUTCOME_SPAN, key, attributes, started, headers)
         self._decisions.pop(key, None)  # one outcome per action
 
-    def shutdown(self) -> None:
-        """Export what is still queued (within the exporter's timeout), then stop."""
-        self.provider.shutdown()
+    def shutdown(self, timeout: float = FLUSH_TIMEOUT) -> None:
+        """Export what is still queued, then stop; after ``timeout`` seconds
+        the exporter is stopped too (its retries end, what is left is
+        dropped). Blocks: run it off the event loop."""
+        stopping = threading.Thread(target=self.provider.shutdown, name="traces-stop", daemon=True)
+        stopping.start()
+        stopping.join(timeout)
+        if stopping.is_alive() and self._exporter is not None:
+            self._exporter.shutdown()
+            stopping.join(timeout)
 
     @staticmethod
     def _decided(attributes: dict[str, AttributeValue], reply: Mapping[str, Any]) -> None:
@@ -239,9 +258,11 @@ def start_tracing(*, record_input: bool = False) -> Tracer:
     # Imported here: it brings in an HTTP client that nothing else needs.
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    provider = TracerProvider(resource=_resource())
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return Tracer(provider, record_input=record_input)
+    exporter = OTLPSpanExporter()
+    # guardd stops it itself (Tracer.shutdown), within a bound; not at exit.
+    provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return Tracer(provider, record_input=record_input, exporter=exporter)
 
 
 def endpoint(env: Mapping[str, str]) -> str:

@@ -11,10 +11,18 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from time import time_ns
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from werkzeug.datastructures import Headers
 
+from guardd import tracing
 from guardd.config import SettingsError, parse_settings, tracing_wanted
+from guardd.tracing import Tracer
 from tests.guardd.conftest import Api, ok
 from tests.guardd.test_hook_claude_code import HOOK, post, pre
 from tests.support.otlp import OtlpReceiver, Span
@@ -228,6 +236,23 @@ def test_otel_record_input_puts_the_tool_input_in_the_decision_span(
     assert "(tool inputs recorded)" in server.read_output()
 
 
+def test_spans_still_queued_at_stop_are_sent_before_guardd_exits(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    # A batch would leave only after an hour: only the stop sends it.
+    env = traced_env(receiver) | {"OTEL_BSP_SCHEDULE_DELAY": "3600000"}
+    server = GuardServer(tmp_path / "guard-data", env=env).start()
+    api = Api(server)
+    try:
+        agent = api.create()
+        allowed = ok(agent.act("search"))
+        assert server.stop() == 0
+    finally:
+        api.close()
+        server.kill()
+    one(receiver, DECISION, allowed["action_id"], agent.agent_id)
+
+
 def test_without_otel_variables_nothing_is_exported(tmp_path: Path) -> None:
     receiver = OtlpReceiver().start()
     # The receiver's address set the usual way, but under a name that is no
@@ -356,3 +381,51 @@ def test_traces_asked_for_without_the_sdk_stop_guardd_before_it_touches_anything
         "or unset the OTEL_* variables\n"
     )
     assert not data_dir.exists()
+
+
+# -- the tracer in-process: rules, and the bound on what it remembers -------------------
+
+
+def in_memory(**kwargs: Any) -> tuple[Tracer, InMemorySpanExporter]:
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    return Tracer(provider, **kwargs), exported
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param({"rule": "no-prod-writes"}, id="rule-in-the-reply"),
+        pytest.param({"rule": {"name": "no-prod-writes", "id": "r1"}}, id="rule-object"),
+        pytest.param(
+            {"reason": {"code": "rule_denied", "rule": "no-prod-writes"}}, id="rule-in-the-reason"
+        ),
+    ],
+)
+def test_a_decision_naming_a_rule_carries_guard_rule(reply: dict[str, Any]) -> None:
+    tracer, exported = in_memory()
+    reply = {"decision": "denied", "action_id": "act-1", **reply}
+    tracer.decision("a", "deploy", {}, reply, time_ns(), Headers())
+    (span,) = exported.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["guard.rule"] == "no-prod-writes"
+
+
+def test_only_the_latest_decisions_are_remembered_for_links(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tracing, "REMEMBERED", 2)
+    tracer, exported = in_memory()
+    for n in (1, 2, 3):
+        reply = {"decision": "pending_approval", "action_id": f"act-{n}"}
+        tracer.decision("a", "send_email", {}, reply, time_ns(), Headers())
+    for n in (1, 3):
+        reply = {"decision": "allowed", "action_id": f"act-{n}"}
+        tracer.approval("approve", "a", f"act-{n}", reply, time_ns(), Headers(), by="ann")
+    spans = {
+        (s.name, s.attributes["gen_ai.tool.call.id"]): s for s in exported.get_finished_spans()
+    }  # type: ignore[index]
+    assert spans["approve_action guardd", "act-1"].links == ()  # forgotten: the oldest
+    (link,) = spans["approve_action guardd", "act-3"].links
+    assert link.context == spans[DECISION, "act-3"].context
