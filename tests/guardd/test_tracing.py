@@ -130,6 +130,26 @@ def test_a_traceparent_makes_the_decision_span_its_child(
     assert (span.trace_id, span.parent_span_id) == (TRACE_ID, PARENT_ID)
 
 
+@pytest.mark.parametrize(
+    "traceparent",
+    [
+        "garbage",
+        f"00-{'0' * 32}-{PARENT_ID}-01",
+        f"ff-{TRACE_ID}-{PARENT_ID}-01",
+        "00-" + "x" * 200,
+    ],
+)
+def test_a_traceparent_that_does_not_parse_makes_a_root_span_not_an_error(
+    traced: Api, receiver: OtlpReceiver, traceparent: str
+) -> None:
+    agent = traced.create()
+    headers = {"traceparent": traceparent, "tracestate": "=,=bad"}
+    response = agent.client.post(f"{agent.path}/actions", json={"tool": "search"}, headers=headers)
+    span = one(receiver, DECISION, ok(response)["action_id"], agent.agent_id)
+    assert span.parent_span_id == ""
+    assert span.trace_id not in (TRACE_ID, "0" * 32)
+
+
 def test_an_unsampled_traceparent_exports_no_span(traced: Api, receiver: OtlpReceiver) -> None:
     agent = traced.create()
     headers = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-00"}
