@@ -76,13 +76,13 @@ async def _pre_tool_use(
     service: Service, who: Caller, ref: AgentRef, body: bodies.ClaudeCodeHook
 ) -> dict[str, Any]:
     command = c.RequestAction(body.tool_name, body.tool_input, None, body.tool_use_id)
-    started = time_ns()
+    tracer = service.tracer
+    started = 0 if tracer is None else time_ns()
     try:
         decision = await ref.ask(command)
     except IdempotencyConflict as exc:
         # A 409 would be a hook error, on which Claude Code runs the tool.
         return views.deny_tool_use(f"{_GUARD} denied this call (idempotency_conflict): {exc}")
-    tracer = service.tracer
     if tracer is not None:
         tracer.decision(
             ref.agent_id, body.tool_name, body.tool_input, decision, started, request.headers
@@ -190,7 +190,8 @@ async def _post_tool_use(
             detail = body.error[:MAX_TEXT]
     else:
         outcome = Outcome.FAILURE if _failed(body.tool_response) else Outcome.SUCCESS
-    started = time_ns()
+    tracer = service.tracer
+    started = 0 if tracer is None else time_ns()
     try:
         await ref.ask(c.ReportOutcome(action_id, outcome, who.role, detail))
     except InvalidState as exc:
@@ -198,7 +199,6 @@ async def _post_tool_use(
             "claude-code %s on %s: outcome not recorded: %s", body.hook_event_name, action_id, exc
         )
         return
-    tracer = service.tracer
     if tracer is not None:
         tracer.outcome(ref.agent_id, action_id, str(outcome), started, request.headers)
 
