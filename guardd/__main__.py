@@ -343,7 +343,7 @@ async def _serve(
         if hooks is not None:
             await hooks.stop()
         if tracer is not None:
-            # The spans still queued go out (within the exporter's timeout).
+            # The spans still queued go out (for at most tracing.FLUSH_TIMEOUT).
             await asyncio.to_thread(tracer.shutdown)
 
 

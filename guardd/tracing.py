@@ -23,12 +23,13 @@ tool input goes in only with ``--otel-record-input``. docs/operations.md,
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, ParamSpec
 
-import orjson
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -37,6 +38,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 from werkzeug.datastructures import Headers
+
+from guardd.jsonio import dumps
 
 __all__ = [
     "APPROVAL_SPANS",
@@ -64,6 +67,24 @@ FLUSH_TIMEOUT = 3.0
 REMEMBERED = 65536
 
 _INTERNAL = SpanKind.INTERNAL
+log = logging.getLogger("guardd.tracing")
+P = ParamSpec("P")
+
+
+def _never_fails(make: Callable[P, None]) -> Callable[P, None]:
+    """A span that cannot be made is logged and left out: the request it
+    describes is decided and written already, and must be answered."""
+
+    @functools.wraps(make)
+    def made(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            make(*args, **kwargs)
+        except Exception:
+            log.warning("a span could not be made (%s)", make.__name__, exc_info=True)
+
+    return made
+
+
 _W3C = TraceContextTextMapPropagator()
 
 
@@ -110,6 +131,7 @@ class Tracer:
         # (agent ID, action ID) -> (the decision's span context, its tool)
         self._decisions: dict[tuple[str, str], tuple[SpanContext, str]] = {}
 
+    @_never_fails
     def decision(
         self,
         agent_id: str,
@@ -131,7 +153,7 @@ class Tracer:
         }
         self._decided(attributes, reply)
         if self.record_input:
-            attributes["gen_ai.tool.call.arguments"] = orjson.dumps(tool_input).decode()
+            attributes["gen_ai.tool.call.arguments"] = dumps(tool_input).decode()
         span = self._tracer.start_span(
             DECISION_SPAN,
             context=_parent(headers),
@@ -142,6 +164,7 @@ class Tracer:
         span.end()
         self._remember((agent_id, action_id), (span.get_span_context(), tool))
 
+    @_never_fails
     def approval(
         self,
         kind: str,
@@ -172,6 +195,7 @@ class Tracer:
         if kind != "approve" or reply.get("decision") != "allowed":
             self._decisions.pop(key, None)  # no outcome will follow
 
+    @_never_fails
     def outcome(
         self,
         agent_id: str,

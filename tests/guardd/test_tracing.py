@@ -246,12 +246,13 @@ def test_otel_record_input_puts_the_tool_input_in_the_decision_span(
     api = Api(server)
     try:
         agent = api.create()
-        allowed = ok(agent.act("search", input={"q": SECRET, "n": 2}))
+        tool_input = {"q": SECRET, "n": 2, "price": 0.1}  # 0.1 arrives as a Decimal
+        allowed = ok(agent.act("search", input=tool_input))
         span = one(receiver, DECISION, allowed["action_id"], agent.agent_id)
     finally:
         api.close()
         server.kill()
-    assert json.loads(span.attributes["gen_ai.tool.call.arguments"]) == {"q": SECRET, "n": 2}
+    assert json.loads(span.attributes["gen_ai.tool.call.arguments"]) == tool_input
     assert "traces: OTLP/HTTP to " in server.read_output()
     assert "(tool inputs recorded)" in server.read_output()
 
@@ -449,3 +450,12 @@ def test_only_the_latest_decisions_are_remembered_for_links(
     assert spans["approve_action guardd", "act-1"].links == ()  # forgotten: the oldest
     (link,) = spans["approve_action guardd", "act-3"].links
     assert link.context == spans[DECISION, "act-3"].context
+
+
+def test_a_span_that_cannot_be_made_is_logged_and_the_request_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tracer, exported = in_memory()
+    tracer.decision("a", "search", {}, {"decision": "allowed"}, time_ns(), Headers())  # no ID
+    assert exported.get_finished_spans() == ()
+    assert caplog.messages == ["a span could not be made (decision)"]
