@@ -30,6 +30,7 @@ from bench.http_bench import (
     Round,
     Server,
     admin_token,
+    clean_env,
     create_agents,
     format_round,
     free_port,
@@ -46,8 +47,7 @@ CONCURRENCY = 64
 
 def server_env(otel: dict[str, str]) -> dict[str, str]:
     """Ours without any GUARD_* or OTEL_* setting, plus ``otel``."""
-    own = {k: v for k, v in os.environ.items() if not k.startswith(("GUARD_", "OTEL_"))}
-    return own | otel
+    return clean_env() | otel
 
 
 class TracingCost:
