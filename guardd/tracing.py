@@ -63,7 +63,7 @@ OUTCOME_SPAN = "report_outcome guardd"
 # holds: a backend that is down must not hold up the stop.
 FLUSH_TIMEOUT = 3.0
 # Decisions whose span context is kept for the spans of what follows them:
-# about 200 bytes each.
+# about 440 bytes each (measured with tracemalloc), under 30 MiB when full.
 REMEMBERED = 65536
 
 _INTERNAL = SpanKind.INTERNAL
