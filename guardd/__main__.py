@@ -92,7 +92,13 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
-    registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
+    registry = Registry(
+        store,
+        ring,
+        checkpoint_dir=settings.checkpoint_dir,
+        snapshot_records=settings.snapshot_records,
+        snapshot_secs=settings.snapshot_secs,
+    )
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
     return guard, summary, source

@@ -18,6 +18,10 @@ DEFAULT_DATA_DIR = "guard-data"
 # under the 60 seconds Claude Code gives an HTTP hook unless told otherwise.
 DEFAULT_HOOK_WAIT = 50
 MAX_HOOK_WAIT = 600
+# A state snapshot of an agent every this many records, or this many seconds
+# after the first record that follows its last, whichever comes first.
+DEFAULT_SNAPSHOT_RECORDS = 10_000
+DEFAULT_SNAPSHOT_SECS = 300
 LOG_FORMATS = ("text", "json")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
@@ -46,6 +50,8 @@ class Settings:
     # (<data-dir>/checkpoints for files, <data-dir>/store-checkpoints for PostgreSQL)
     checkpoint_dir: Path | None = None
     hook_wait: float = DEFAULT_HOOK_WAIT  # --hook-wait, GUARD_HOOK_WAIT
+    snapshot_records: int = DEFAULT_SNAPSHOT_RECORDS  # --snapshot-records, GUARD_SNAPSHOT_RECORDS
+    snapshot_secs: float = DEFAULT_SNAPSHOT_SECS  # --snapshot-secs, GUARD_SNAPSHOT_SECS
 
     @property
     def tls(self) -> bool:
@@ -147,6 +153,25 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "waits before it is withdrawn and denied",
         metavar="SECONDS",
     )
+    _option(
+        parser,
+        "--snapshot-records",
+        env,
+        "GUARD_SNAPSHOT_RECORDS",
+        str(DEFAULT_SNAPSHOT_RECORDS),
+        "write an agent's state snapshot once this many records follow its last "
+        "(a start folds only the records after it)",
+        metavar="N",
+    )
+    _option(
+        parser,
+        "--snapshot-secs",
+        env,
+        "GUARD_SNAPSHOT_SECS",
+        str(DEFAULT_SNAPSHOT_SECS),
+        "or this many seconds after the first record that follows it, if sooner",
+        metavar="SECONDS",
+    )
     parser.add_argument(
         "--no-metrics",
         dest="metrics",
@@ -234,6 +259,8 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     if token is not None:
         check_admin_token(token, "GUARD_ADMIN_TOKEN")
     hook_wait = hook_wait_seconds(args.hook_wait)
+    snapshot_records = int(positive_number(args.snapshot_records, "--snapshot-records", whole=True))
+    snapshot_secs = positive_number(args.snapshot_secs, "--snapshot-secs")
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
@@ -279,6 +306,8 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         public_url=args.public_url,
         store=store,
         hook_wait=hook_wait,
+        snapshot_records=snapshot_records,
+        snapshot_secs=snapshot_secs,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 
@@ -291,6 +320,19 @@ def hook_wait_seconds(text: str) -> float:
     if not 1 <= seconds <= MAX_HOOK_WAIT:  # also false for NaN
         raise SettingsError(f"--hook-wait must be 1 to {MAX_HOOK_WAIT} seconds, not {text!r}")
     return seconds
+
+
+def positive_number(text: str, flag: str, *, whole: bool = False) -> float:
+    """``text`` as a number above 0 (a whole one when ``whole``), or
+    SettingsError naming ``flag``."""
+    try:
+        number = float(int(text)) if whole else float(text)
+    except ValueError:
+        number = -1.0
+    if not 0 < number < float("inf"):  # also false for NaN
+        kind = "a whole number" if whole else "a number"
+        raise SettingsError(f"{flag} must be {kind} above 0, not {text!r}")
+    return number
 
 
 def listen_address(text: str) -> tuple[str, int]:

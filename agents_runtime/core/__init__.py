@@ -27,6 +27,7 @@ actions. Below them::
     state        the agent's state (the model), its queries, and its JSON views
     checks       decide(): the checks, in their fixed order
     vocabulary   decisions, action statuses, outcomes, severities, reason codes
+    snapshot     the state as JSON and back, generically (what a state snapshot holds)
     money, policy, validation
 
 Above them, the two tables::
@@ -54,6 +55,7 @@ __all__ = [
     "policy",
     "records",
     "scars",
+    "snapshot",
     "state",
     "termination",
     "validation",

@@ -57,6 +57,10 @@ def note_ts(ts: str, value: float) -> None:
     _parsed = (ts, value)
 
 
+# Field metadata: the field's values are entries of the named field of the
+# same state (the same objects, by key), not objects of their own.
+SAME_AS = "same_as"
+
 # One byte per action says where it stands; an outcome is kept as its own status.
 STATUS_CODES: dict[str, int] = {
     ActionStatus.REQUESTED: 0,
@@ -172,7 +176,10 @@ class AgentState:
     action_seqs: array[int] = attrs.field(factory=lambda: array("I"))  # "q" past 2^32
     action_status: bytearray = attrs.field(factory=bytearray)
     held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
-    pending: dict[str, Action] = attrs.field(factory=dict)  # insertion order = oldest first
+    # Insertion order = oldest first. The same Action objects as ``held``'s
+    # (a decision changes both): a snapshot writes their IDs only
+    # (SAME_AS, agents_runtime/core/snapshot.py).
+    pending: dict[str, Action] = attrs.field(factory=dict, metadata={SAME_AS: "held"})
     idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = NO_GRANTS

@@ -299,6 +299,19 @@ class LogStore(Protocol):
         fails (nothing is left behind)."""
         ...
 
+    def read_snapshot(self, agent_id: str) -> bytes | None:
+        """The bytes of the agent's state snapshot (agents_runtime/log/
+        snapshot.py), unverified; None when it has none (blocking; may run
+        in a worker process). LogReadError when it cannot be read."""
+        ...
+
+    def write_snapshot(self, agent_id: str, seq: int, data: bytes) -> None:
+        """Replace the agent's snapshot by ``data``, the snapshot at ``seq``,
+        atomically: a crash leaves the old one or the new one (blocking).
+        One at an older seq than the store holds may be dropped. Raises
+        OSError or LogWriteError; nothing depends on it having worked."""
+        ...
+
     def make_durable(self, agent_ids: Iterable[str]) -> None:
         """Make every record of these logs durable, also those this process
         did not write (blocking); done before a checkpoint names them."""

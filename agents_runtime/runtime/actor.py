@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pickle
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -73,6 +74,7 @@ log = logging.getLogger("agents_runtime.runtime.actor")
 READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
+_PICKLE = pickle.HIGHEST_PROTOCOL
 
 Clock = Callable[[], float]
 
@@ -180,6 +182,11 @@ class AgentActor:
         self._deadline: float | None = None
         self.task: asyncio.Task[None] | None = None
         self.ref = AgentRef(self)
+        # A state snapshot is wanted (the registry's rounds ask): taken at
+        # the first moment the state is that of the committed head, and
+        # handed to ``on_snapshot`` (the registry writes it off the loop).
+        self.snapshot_wanted = False
+        self.on_snapshot: Callable[[str, Head, bytes], None] | None = None
 
     # -- records -------------------------------------------------------------
 
@@ -301,6 +308,8 @@ class AgentActor:
                 try:
                     if await run_batch(self, batch):
                         break
+                    if self.snapshot_wanted:
+                        self.take_snapshot()
                 except BaseException:
                     for _, future in batch:
                         if future is not None and not future.done():
@@ -475,6 +484,20 @@ class AgentActor:
     def postpone_expiry(self, seconds: float) -> None:
         if self._deadline is not None:
             self._deadline = max(self._deadline, self.clock() + seconds)
+
+    def take_snapshot(self) -> bool:
+        """Hand a copy of the state to ``on_snapshot`` now if it is the
+        fold of the committed records (no batch under way, not fenced),
+        else as soon as a batch leaves it so; whether it was taken now.
+        The copy is a pickle: one C pass, the rest is done off the loop."""
+        self.snapshot_wanted = True
+        state = self.state
+        if state.head != self.committed.head or self.fenced is not None:
+            return False
+        self.snapshot_wanted = False
+        if self.on_snapshot is not None:
+            self.on_snapshot(state.agent_id, state.head, pickle.dumps(state, _PICKLE))
+        return True
 
     def poke(self) -> None:
         """Have the actor read what other writers appended (a notification

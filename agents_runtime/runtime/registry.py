@@ -11,7 +11,14 @@ reported and skipped.
 
 While serving, a background task writes the checkpoint of each agent whose
 committed head moved, at most once every CHECKPOINT_EVERY seconds and once
-more at a graceful stop (agents_runtime/log/checkpoint.py).
+more at a graceful stop (agents_runtime/log/checkpoint.py). The same rounds
+write state snapshots (agents_runtime/log/snapshot.py): one of an agent
+once ``snapshot_records`` records follow its last, or ``snapshot_secs``
+seconds after the first record that followed it, whichever comes first.
+The actor hands over a copy of its state at a committed head (a pickle, the
+only work on the loop); a thread turns it into JSON, signs it and has the
+store replace the agent's snapshot. A start then folds only the records
+after an agent's snapshot.
 
 Every task the registry starts (one per actor, the checkpoints, the store's
 notices of other writers' appends, the loading of an agent another node
@@ -27,6 +34,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import pickle
 import threading
 from collections.abc import Awaitable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -39,10 +47,12 @@ import attrs
 from agents_runtime.core.commands import GetStatus
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
+from agents_runtime.core.snapshot import SCHEMA, state_json
 from agents_runtime.core.state import AgentState, status_json
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,
+    GuardError,
     LogReadError,
     LogWriteError,
     NotFound,
@@ -56,10 +66,17 @@ from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.log.keys import KeyRing, Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
+from agents_runtime.log.snapshot import seal_snapshot
 from agents_runtime.log.store import UNREACHABLE, AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
 from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
-from agents_runtime.runtime.replay import Loaded, load, quarantine_message, replay
+from agents_runtime.runtime.replay import (
+    Loaded,
+    load,
+    quarantine_message,
+    read_snapshot,
+    replay,
+)
 from agents_runtime.runtime.tasks import Tasks
 
 log = logging.getLogger("agents_runtime.runtime.registry")
@@ -70,6 +87,11 @@ CHECKPOINT_EVERY = 1.0
 # Seconds a task of the registry gets to end once cancelled at the stop
 # (the actors have their grace before that).
 CANCEL_TIMEOUT = 1.0
+# A state snapshot of an agent once this many records follow its last, or
+# this many seconds after the first of them (guardd's --snapshot-records
+# and --snapshot-secs).
+SNAPSHOT_RECORDS = 10_000
+SNAPSHOT_SECS = 300.0
 
 
 @attrs.frozen
@@ -89,8 +111,12 @@ class Registry:
         *,
         clock: Clock = wall_clock,
         checkpoint_dir: Path | None = None,
+        snapshot_records: int = SNAPSHOT_RECORDS,
+        snapshot_secs: float = SNAPSHOT_SECS,
     ) -> None:
         self.store = store
+        self.snapshot_records = snapshot_records
+        self.snapshot_secs = snapshot_secs
         self.checkpoints = CheckpointDir(checkpoint_dir or store.default_checkpoint_dir())
         self.ring = ring
         self.clock = clock
@@ -120,6 +146,14 @@ class Registry:
         # a round still on its thread when stop() gives up waiting for it
         # must not overwrite the final round's newer heads.
         self._write_lock = threading.Lock()
+        # Snapshots: the seq of each agent's snapshot in the store (when it
+        # has one), when (self.clock) the first record after it was seen, for
+        # the agents that have records after it, and the states handed over
+        # by actors, waiting to be written.
+        self._snap_seq: dict[str, int] = {}
+        self._snap_since: dict[str, float] = {}
+        self._snap_taken: dict[str, tuple[Head, bytes]] = {}
+        self.snapshots_written = 0
 
     # -- startup -------------------------------------------------------------
 
@@ -220,6 +254,19 @@ class Registry:
             self._quarantine(agent_id, loaded.failure)
             return False
         contents = loaded.contents
+        if loaded.snapshot_problem is not None:
+            log.warning(
+                "agent %s: ignoring its state snapshot: %s; folded from genesis",
+                agent_id,
+                loaded.snapshot_problem,
+            )
+        if loaded.snapshot_seq is not None:
+            self._snap_seq[agent_id] = loaded.snapshot_seq
+        if (
+            loaded.state.head.seq - (-1 if loaded.snapshot_seq is None else loaded.snapshot_seq)
+            >= self.snapshot_records
+        ):
+            self._snap_since[agent_id] = float("-inf")  # due at the first round
         if contents.torn_tail is not None:
             log.warning(
                 "agent %s: set aside a torn final line (%d bytes, never acknowledged)",
@@ -261,6 +308,7 @@ class Registry:
             moved=self._moved,
         )
         actor.on_quarantine = self._quarantined_while_serving
+        actor.on_snapshot = self._snapshot_taken
         if self._running:
             self._start(actor)
         return actor
@@ -295,6 +343,7 @@ class Registry:
         while True:
             await asyncio.sleep(CHECKPOINT_EVERY)
             await self.save_checkpoints()
+            await self.save_snapshots()
 
     async def save_checkpoints(self) -> None:
         """Write the checkpoint of every agent whose committed head moved
@@ -302,6 +351,11 @@ class Registry:
         A failed write is logged and tried again next round."""
         moved = [a for a in self._moved if a in self.actors]
         self._moved.clear()
+        now = self.clock()
+        since = self._snap_since
+        for agent_id in moved:
+            if agent_id not in since:
+                since[agent_id] = now
         heads = {}
         for agent_id in moved:
             head = self.actors[agent_id].committed_head
@@ -336,6 +390,54 @@ class Registry:
             self.store.make_durable(a for a in sync if a in newer)
             self.checkpoints.write(newer, signer)
             saved.update((a, h.seq) for a, h in newer.items())
+
+    # -- snapshots -----------------------------------------------------------
+
+    async def save_snapshots(self) -> None:
+        """Ask the actor of each agent whose snapshot is due for a copy of
+        its state, and write the copies handed over on a thread. A failed
+        write is logged; the agent is due again at the next round."""
+        now = self.clock()
+        for agent_id, since in list(self._snap_since.items()):
+            actor = self.actors.get(agent_id)
+            if actor is None:
+                del self._snap_since[agent_id]
+                continue
+            behind = actor.committed_head.seq - self._snap_seq.get(agent_id, -1)
+            if behind >= self.snapshot_records or now - since >= self.snapshot_secs:
+                actor.take_snapshot()
+        if not self._snap_taken:
+            return
+        taken, self._snap_taken = self._snap_taken, {}
+        written = await asyncio.to_thread(self._write_snapshots, taken)
+        self.snapshots_written += len(written)
+        for agent_id in taken:
+            if agent_id in written:
+                self._snap_seq[agent_id] = taken[agent_id][0].seq
+            else:
+                self._snap_since.setdefault(agent_id, now)
+
+    def _snapshot_taken(self, agent_id: str, head: Head, state: bytes) -> None:
+        """An actor handed over its state at ``head`` (a pickle)."""
+        self._snap_taken[agent_id] = (head, state)
+        self._snap_since.pop(agent_id, None)
+
+    def _write_snapshots(self, taken: dict[str, tuple[Head, bytes]]) -> set[str]:
+        """On a thread: seal each state as a snapshot and store it; the
+        agents whose snapshot was written."""
+        signer = self.ring.signer
+        assert signer is not None  # no rounds in read-only mode
+        written = set()
+        for agent_id, (head, blob) in taken.items():
+            try:
+                state = state_json(pickle.loads(blob))  # noqa: S301 (our own actor's copy)
+                data = seal_snapshot(agent_id, head, SCHEMA, state, signer)
+                self.store.write_snapshot(agent_id, head.seq, data)
+            except (OSError, GuardError, ValueError, TypeError) as exc:
+                log.error("agent %s: writing its state snapshot failed: %s", agent_id, exc)
+                continue
+            written.add(agent_id)
+        return written
 
     # -- lookup --------------------------------------------------------------
 
@@ -384,8 +486,9 @@ class Registry:
         if not contents.lines:
             raise NotFound(f"no agent {agent_id}")
         ring = self.ring
+        snapshot, _ = await asyncio.to_thread(read_snapshot, self.store, agent_id, ring.public_key)
         loaded = await asyncio.to_thread(
-            replay, agent_id, contents, ring.public_key, signer=ring.signer
+            replay, agent_id, contents, ring.public_key, signer=ring.signer, snapshot=snapshot
         )
         if agent_id not in self.actors and not self._adopt(loaded):
             self._found_serving.add(agent_id)

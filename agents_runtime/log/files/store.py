@@ -21,6 +21,7 @@ from agents_runtime.log.files.cursors import Cursors, line_end, read_lines
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import LineIndex
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
+from agents_runtime.log.fsutil import replace
 from agents_runtime.log.store import (
     Batch,
     BatchHost,
@@ -32,6 +33,7 @@ from agents_runtime.log.store import (
 )
 
 READ_ONLY = "read-only"
+SNAPSHOT_TMP_SUFFIX = ".tmp"  # a snapshot being written (fsutil.replace)
 
 
 class FileAgentLog:
@@ -203,6 +205,23 @@ class FileStore:
         except FileExistsError:
             raise AgentExists(f"agent {agent_id} already exists") from None
         return FileAgentLog(agent_id, path, logfile, self.committer, len(data))
+
+    def read_snapshot(self, agent_id: str) -> bytes | None:
+        try:
+            return self.data_dir.snapshot_path(agent_id).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise LogReadError(f"reading the snapshot of {agent_id}: {why}") from None
+
+    def write_snapshot(self, agent_id: str, seq: int, data: bytes) -> None:
+        """Replace the agent's snapshot file whole (fsutil.replace): a crash
+        leaves the old snapshot or the new one."""
+        snapshots = self.data_dir.snapshots_dir
+        snapshots.mkdir(mode=0o700, exist_ok=True)
+        path = self.data_dir.snapshot_path(agent_id)
+        replace(path, data, tmp=path.with_name(path.name + SNAPSHOT_TMP_SUFFIX))
 
     def make_durable(self, agent_ids: Iterable[str]) -> None:
         for agent_id in agent_ids:

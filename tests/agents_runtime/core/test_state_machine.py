@@ -25,13 +25,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.policy import Policy
+from agents_runtime.core.snapshot import SCHEMA, state_json
 from agents_runtime.core.state import expired_actions, parse_ts
 from agents_runtime.core.vocabulary import Severity
 from agents_runtime.errors import AgentError, IdempotencyConflict, InvalidState
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import read_log
 from agents_runtime.log.files.store import FileStore
+from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
+from agents_runtime.log.store import LogContents
 from agents_runtime.runtime.registry import Registry
+from agents_runtime.runtime.replay import replay
 from audit.replay import replay_records
 from tests.agents_runtime.support import (
     AGENT,
@@ -98,7 +103,11 @@ class AgentMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(awaitable)
 
     def _open(self) -> Registry:
-        registry = Registry(FileStore(self.data_dir), self.ring, clock=self.clock)
+        # A snapshot every few records: a restart starts from the live
+        # state's snapshot and folds what follows it.
+        registry = Registry(
+            FileStore(self.data_dir), self.ring, clock=self.clock, snapshot_records=3
+        )
         summary = registry.load()
         assert not summary.quarantined
         self.run(registry.start())
@@ -130,12 +139,35 @@ class AgentMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             self.check_audit_replay()
+            self.check_snapshot_then_fold()
         finally:
             try:
                 self.run(self.registry.stop())
             finally:
                 self.loop.close()
                 shutil.rmtree(self.root, ignore_errors=True)
+
+    def check_snapshot_then_fold(self) -> None:
+        """At every cut point of the log this example produced: a snapshot
+        of the state folded up to it, then the fold of the records after
+        it, equals the fold from genesis."""
+        path = self.data_dir.log_path(AGENT)
+        contents = read_log(path)
+        lines = log_lines(path)
+        public_key = self.ring.public_key
+        whole = replay(AGENT, contents, public_key)
+        assert whole.state is not None
+        for cut in range(1, len(contents.lines)):
+            prefix = replay(AGENT, LogContents.of_lines(contents.lines[: cut + 1]), public_key)
+            assert prefix.state is not None
+            data = seal_snapshot(
+                AGENT, prefix.state.head, SCHEMA, state_json(prefix.state), self.ring.signer
+            )
+            snap = open_snapshot(data, public_key, AGENT)
+            loaded = replay(AGENT, contents, public_key, snapshot=snap)
+            assert (loaded.snapshot_seq, loaded.snapshot_problem) == (cut, None)
+            assert loaded.state == whole.state
+            assert snapshot(loaded.state, lines) == snapshot(whole.state, lines)
 
     def check_audit_replay(self) -> None:
         """audit replay on the log this example produced: every record is what
@@ -303,6 +335,8 @@ class AgentMachine(RuleBasedStateMachine):
         now = max(self.clock(), parse_ts(state.last_ts))
         due = [action.action_id for action, _ in expired_actions(state, now)]
         length = len(self.data_dir.log_path(AGENT).read_bytes().splitlines())
+        self.run(self.registry.save_checkpoints())
+        self.run(self.registry.save_snapshots())  # of the live state, when due
         self.run(self.registry.stop())
         self.registry = self._open()
         if not due:
