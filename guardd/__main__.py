@@ -98,6 +98,7 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         checkpoint_dir=settings.checkpoint_dir,
         snapshot_records=settings.snapshot_records,
         snapshot_secs=settings.snapshot_secs,
+        idempotency_retention=settings.idempotency_retention,
     )
     summary = registry.load()
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))

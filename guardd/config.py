@@ -22,6 +22,8 @@ MAX_HOOK_WAIT = 600
 # after the first record that follows its last, whichever comes first.
 DEFAULT_SNAPSHOT_RECORDS = 10_000
 DEFAULT_SNAPSHOT_SECS = 300
+# Seconds an Idempotency-Key is kept: reused later, it is a new request.
+DEFAULT_IDEMPOTENCY_RETENTION = 86_400
 LOG_FORMATS = ("text", "json")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
@@ -52,6 +54,8 @@ class Settings:
     hook_wait: float = DEFAULT_HOOK_WAIT  # --hook-wait, GUARD_HOOK_WAIT
     snapshot_records: int = DEFAULT_SNAPSHOT_RECORDS  # --snapshot-records, GUARD_SNAPSHOT_RECORDS
     snapshot_secs: float = DEFAULT_SNAPSHOT_SECS  # --snapshot-secs, GUARD_SNAPSHOT_SECS
+    # --idempotency-retention, GUARD_IDEMPOTENCY_RETENTION
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
 
     @property
     def tls(self) -> bool:
@@ -172,6 +176,15 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "or this many seconds after the first record that follows it, if sooner",
         metavar="SECONDS",
     )
+    _option(
+        parser,
+        "--idempotency-retention",
+        env,
+        "GUARD_IDEMPOTENCY_RETENTION",
+        str(DEFAULT_IDEMPOTENCY_RETENTION),
+        "seconds an Idempotency-Key is kept; reused later, it is a new request",
+        metavar="SECONDS",
+    )
     parser.add_argument(
         "--no-metrics",
         dest="metrics",
@@ -261,6 +274,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     hook_wait = hook_wait_seconds(args.hook_wait)
     snapshot_records = int(positive_number(args.snapshot_records, "--snapshot-records", whole=True))
     snapshot_secs = positive_number(args.snapshot_secs, "--snapshot-secs")
+    retention = positive_number(args.idempotency_retention, "--idempotency-retention")
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
@@ -308,6 +322,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         hook_wait=hook_wait,
         snapshot_records=snapshot_records,
         snapshot_secs=snapshot_secs,
+        idempotency_retention=retention,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 

@@ -57,6 +57,10 @@ def note_ts(ts: str, value: float) -> None:
     _parsed = (ts, value)
 
 
+# Seconds an Idempotency-Key is kept (guardd's --idempotency-retention), as
+# payment APIs keep theirs: a day.
+DEFAULT_IDEMPOTENCY_RETENTION = 86_400.0
+
 # Field metadata: the field's values are entries of the named field of the
 # same state (the same objects, by key), not objects of their own.
 SAME_AS = "same_as"
@@ -180,7 +184,12 @@ class AgentState:
     # (a decision changes both): a snapshot writes their IDs only
     # (SAME_AS, agents_runtime/core/snapshot.py).
     pending: dict[str, Action] = attrs.field(factory=dict, metadata={SAME_AS: "held"})
-    idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
+    # Idempotency-Key -> (the number of the action it asked for, the ts of
+    # that request in seconds), oldest first. A key is kept for
+    # ``idempotency_retention`` seconds: reused later it is a new request,
+    # and the fold of each request with a key drops the keys past it.
+    idempotency: dict[str, tuple[int, float]] = attrs.field(factory=dict)
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = NO_GRANTS
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
@@ -210,6 +219,33 @@ class AgentState:
     @property
     def action_count(self) -> int:
         return len(self.action_seqs)
+
+
+def keyed_action(state: AgentState, key: str, now: float) -> int | None:
+    """The number of the action Idempotency-Key ``key`` asked for, if it
+    was used at most ``idempotency_retention`` seconds before ``now``."""
+    entry = state.idempotency.get(key)
+    if entry is None or now - entry[1] > state.idempotency_retention:
+        return None
+    return entry[0]
+
+
+def keep_key(state: AgentState, key: str, n: int, at: float) -> None:
+    """Record that ``key`` asked for action ``n`` at ``at`` (a request's
+    fold), first dropping the keys that are past their retention at ``at``
+    (no later request can be a repeat of theirs: ts never goes backwards)."""
+    keys = state.idempotency
+    keys.pop(key, None)
+    retention = state.idempotency_retention
+    if keys and at - next(iter(keys.values()))[1] > retention:
+        expired = []
+        for old, (_, then) in keys.items():
+            if not at - then > retention:
+                break
+            expired.append(old)
+        for old in expired:
+            del keys[old]
+    keys[key] = (n, at)
 
 
 def action_number(state: AgentState, action_id: str) -> int | None:

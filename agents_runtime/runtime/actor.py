@@ -421,7 +421,12 @@ class AgentActor:
             "it accepts no writes until guardd is restarted"
         )
         # The state ran ahead of the store: rebuild it from what was committed.
-        loaded = replay(self.state.agent_id, self.log.read(self.committed), self.public_key)
+        loaded = replay(
+            self.state.agent_id,
+            self.log.read(self.committed),
+            self.public_key,
+            idempotency_retention=self.state.idempotency_retention,
+        )
         if loaded.state is not None:
             self.state = loaded.state
         return self.fenced
@@ -467,7 +472,12 @@ class AgentActor:
         contents = self.log.read(upto)
         agent_id = self.state.agent_id
         return replay(
-            agent_id, contents, self.public_key, signer=self.signer, checkpoint=checkpoint
+            agent_id,
+            contents,
+            self.public_key,
+            signer=self.signer,
+            checkpoint=checkpoint,
+            idempotency_retention=self.state.idempotency_retention,
         )
 
     def quarantine(self, failure: Failure) -> str:

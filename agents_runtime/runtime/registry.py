@@ -48,7 +48,7 @@ from agents_runtime.core.commands import GetStatus
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
 from agents_runtime.core.snapshot import SCHEMA, state_json
-from agents_runtime.core.state import AgentState, status_json
+from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState, status_json
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,
@@ -113,8 +113,11 @@ class Registry:
         checkpoint_dir: Path | None = None,
         snapshot_records: int = SNAPSHOT_RECORDS,
         snapshot_secs: float = SNAPSHOT_SECS,
+        idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
     ) -> None:
         self.store = store
+        # Seconds an Idempotency-Key is kept (agents_runtime/core/state.py).
+        self.idempotency_retention = idempotency_retention
         self.snapshot_records = snapshot_records
         self.snapshot_secs = snapshot_secs
         self.checkpoints = CheckpointDir(checkpoint_dir or store.default_checkpoint_dir())
@@ -178,6 +181,7 @@ class Registry:
             self.ring.public_key,
             self.ring.signer,
             workers,
+            self.idempotency_retention,
         )
         for loaded in logs:
             if self._adopt(loaded):
@@ -488,7 +492,13 @@ class Registry:
         ring = self.ring
         snapshot, _ = await asyncio.to_thread(read_snapshot, self.store, agent_id, ring.public_key)
         loaded = await asyncio.to_thread(
-            replay, agent_id, contents, ring.public_key, signer=ring.signer, snapshot=snapshot
+            replay,
+            agent_id,
+            contents,
+            ring.public_key,
+            signer=ring.signer,
+            snapshot=snapshot,
+            idempotency_retention=self.idempotency_retention,
         )
         if agent_id not in self.actors and not self._adopt(loaded):
             self._found_serving.add(agent_id)
@@ -555,7 +565,7 @@ class Registry:
             raise ReadOnly("guardd has no signing key (keys/audit.key): cannot create agents")
         self._creating.add(agent_id)
         try:
-            state = AgentState(agent_id)
+            state = AgentState(agent_id, idempotency_retention=self.idempotency_retention)
             ts = timestamp_now(self.clock)
             lines = []
             for fields in (
@@ -660,6 +670,7 @@ def _load_logs(
     public_key: bytes,
     signer: Signer | None,
     workers: int | None,
+    retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
 ) -> Iterator[Loaded]:
     """``load`` of each agent, in order; whole logs in worker processes
     when it pays. Lines are dropped from what workers send back: adopting a
@@ -689,6 +700,7 @@ def _load_logs(
                 tasks,
                 [public_key] * len(tasks),
                 [signer] * len(tasks),
+                [retention] * len(tasks),
             )
             for batch in results:
                 yield from batch
@@ -698,7 +710,14 @@ def _load_logs(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     for agent_id, checkpoint in zip(ids[done:], checkpoints[done:], strict=True):
-        yield load(store, agent_id, public_key, signer=signer, checkpoint=checkpoint)
+        yield load(
+            store,
+            agent_id,
+            public_key,
+            signer=signer,
+            checkpoint=checkpoint,
+            idempotency_retention=retention,
+        )
 
 
 def _load_task(
@@ -706,11 +725,19 @@ def _load_task(
     agents: list[tuple[str, Checkpoint | None]],
     public_key: bytes,
     signer: Signer | None,
+    retention: float,
 ) -> list[Loaded]:
     """In a worker process: verify and fold these agents' logs."""
     out = []
     for agent_id, checkpoint in agents:
-        loaded = load(store, agent_id, public_key, signer=signer, checkpoint=checkpoint)
+        loaded = load(
+            store,
+            agent_id,
+            public_key,
+            signer=signer,
+            checkpoint=checkpoint,
+            idempotency_retention=retention,
+        )
         out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
     return out
 

@@ -18,7 +18,7 @@ import attrs
 
 from agents_runtime.core.records import apply
 from agents_runtime.core.snapshot import SCHEMA, state_from_json
-from agents_runtime.core.state import AgentState
+from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState
 from agents_runtime.errors import LogReadError, VerificationError
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.snapshot import Snapshot, SnapshotError, open_snapshot
@@ -50,20 +50,29 @@ def replay(
     signer: Signer | None = None,
     checkpoint: Checkpoint | None = None,
     snapshot: Snapshot | None = None,
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
 ) -> Loaded:
     """Verify and fold ``contents``. ``signer`` (the key's holder) makes
     checking signatures cheaper; the log must reach ``checkpoint`` unchanged.
     ``snapshot`` (verified for this agent under ``public_key``) spares the
-    fold of the records up to it when the log agrees with it."""
+    fold of the records up to it when the log agrees with it.
+    ``idempotency_retention``: seconds an Idempotency-Key is kept."""
     start: AgentState | None = None
     problem = None
     if snapshot is not None:
         start, problem = _snapshot_state(agent_id, snapshot)
+        if start is not None and start.idempotency_retention != idempotency_retention:
+            # Its keys were dropped by another retention than the fold's.
+            seconds = start.idempotency_retention
+            start, problem = (
+                None,
+                f"it was written under another idempotency retention ({seconds:g} s)",
+            )
     lines = contents.lines
     verifier = ChainVerifier(
         public_key=public_key, log_id=agent_id, signer=signer, checkpoint=checkpoint
     )
-    state = AgentState(agent_id)
+    state = AgentState(agent_id, idempotency_retention=idempotency_retention)
     feed = verifier.feed
     try:
         if start is not None:
@@ -75,7 +84,12 @@ def replay(
                 # record there: verified and folded whole instead.
                 shown = "ends before it" if verifier.count <= at else "has another record there"
                 loaded = replay(
-                    agent_id, contents, public_key, signer=signer, checkpoint=checkpoint
+                    agent_id,
+                    contents,
+                    public_key,
+                    signer=signer,
+                    checkpoint=checkpoint,
+                    idempotency_retention=idempotency_retention,
                 )
                 problem = f"it is of seq {at}, and the log {shown}"
                 return attrs.evolve(loaded, snapshot_problem=problem)
@@ -137,6 +151,7 @@ def load(
     *,
     signer: Signer | None = None,
     checkpoint: Checkpoint | None = None,
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
 ) -> Loaded:
     """Read, verify and fold the log of ``agent_id``, from its snapshot when
     it has one that can be used (blocking)."""
@@ -148,6 +163,7 @@ def load(
         signer=signer,
         checkpoint=checkpoint,
         snapshot=snapshot,
+        idempotency_retention=idempotency_retention,
     )
     if problem is not None and loaded.snapshot_problem is None:
         loaded = attrs.evolve(loaded, snapshot_problem=problem)

@@ -15,6 +15,7 @@ import nacl.signing
 
 from agents_runtime.core.policy import Policy, parse_policy
 from agents_runtime.core.state import (
+    DEFAULT_IDEMPOTENCY_RETENTION,
     AgentState,
     action_json,
     action_status,
@@ -186,7 +187,7 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
         ],
         "tool_calls": state.tool_calls,
         "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
-        "idempotency": state.idempotency,
+        "idempotency": {key: n for key, (n, _) in state.idempotency.items()},
         "terminated_by": state.terminated_by,
         "last_ts": state.last_ts,
     }
@@ -206,7 +207,7 @@ def n_decided(state: AgentState, n: int) -> bool:
 def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
     """The state rebuilt from the agent's file on disk; fails if it does not verify."""
     path = registry.store.path(agent_id)
-    loaded = load_log(path, agent_id, registry.ring.public_key)
+    loaded = load_log(path, agent_id, registry.ring.public_key, registry.idempotency_retention)
     assert loaded.failure is None, loaded.failure
     assert loaded.contents.torn_tail is None
     assert loaded.state is not None
@@ -219,6 +220,8 @@ def assert_replay_matches(registry: Registry, agent_id: str = AGENT) -> None:
     assert snapshot(replayed_state(registry, agent_id), lines) == live
 
 
-def load_log(path: Path, agent_id: str, public_key: bytes) -> Loaded:
+def load_log(
+    path: Path, agent_id: str, public_key: bytes, retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+) -> Loaded:
     """Verify and fold a log file, as guardd does at startup."""
-    return replay(agent_id, read_log(path), public_key)
+    return replay(agent_id, read_log(path), public_key, idempotency_retention=retention)

@@ -46,6 +46,7 @@ from tests.agents_runtime.support import (
     AGENT,
     TEST_SIGNER,
     D,
+    FakeClock,
     Harness,
     policy,
     running_agent,
@@ -362,7 +363,9 @@ async def test_a_read_only_service_leaves_a_cut_command_as_it_is(tmp_path: Path)
     cut = b"".join(path.read_bytes().splitlines(keepends=True)[:-1])
     crash_cut(path, cut)
     data_dir = DataDir(tmp_path)
-    registry = Registry(FileStore(data_dir), attrs.evolve(data_dir.prepare(), signer=None))
+    # The clock of the first run: the key is within its retention.
+    ring = attrs.evolve(data_dir.prepare(), signer=None)
+    registry = Registry(FileStore(data_dir), ring, clock=FakeClock())
     registry.load()
     await registry.start()
     try:
