@@ -55,6 +55,7 @@ from agents_runtime.errors import (
     AgentError,
     AgentUnavailable,
     Failure,
+    LogReadError,
     LogWriteError,
     ReadOnly,
     ShuttingDown,
@@ -63,10 +64,11 @@ from agents_runtime.errors import (
 )
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
+from agents_runtime.log.snapshot import SnapshotError, open_snapshot
 from agents_runtime.log.store import AgentLog, Answers, Batch, Committed, Errors
 from agents_runtime.log.verify import ChainVerifier, Checkpoint
 from agents_runtime.runtime.mailbox import Mailbox
-from agents_runtime.runtime.replay import Loaded, quarantine_message, replay
+from agents_runtime.runtime.replay import Loaded, quarantine_message, replay, snapshot_state
 
 log = logging.getLogger("agents_runtime.runtime.actor")
 
@@ -187,6 +189,10 @@ class AgentActor:
         # handed to ``on_snapshot`` (the registry writes it off the loop).
         self.snapshot_wanted = False
         self.on_snapshot: Callable[[str, Head, bytes], None] | None = None
+        # The store's read of an agent's snapshot (LogStore.read_snapshot):
+        # a rebuild starts from it. The seq it started from, last time.
+        self.read_snapshot: Callable[[str], bytes | None] | None = None
+        self.rebuilt_from: int | None = None
 
     # -- records -------------------------------------------------------------
 
@@ -455,8 +461,16 @@ class AgentActor:
         return None
 
     async def rebuild(self, upto: Committed) -> Failure | None:
-        # Read and fold the log off the event loop: the other agents'
-        # batches go on meanwhile. It must still reach ``upto`` unchanged.
+        # Read and fold off the event loop: the other agents' batches go on
+        # meanwhile. From the agent's snapshot and the rows after it when
+        # they reach ``upto``; else the whole log, which must still reach
+        # ``upto`` unchanged (and says how it does not).
+        state = await asyncio.to_thread(self._from_snapshot, upto)
+        if state is not None:
+            self.state = state
+            self.committed = upto
+            self._deadline = next_deadline(state)
+            return None
         loaded = await asyncio.to_thread(self._reload, upto)
         contents = loaded.contents
         if loaded.state is None:
@@ -465,7 +479,38 @@ class AgentActor:
         self.state = loaded.state
         self.committed = Committed(loaded.state.head, contents.valid_length)
         self._deadline = next_deadline(self.state)
+        self.rebuilt_from = None
         return None
+
+    def _from_snapshot(self, upto: Committed) -> AgentState | None:
+        """The state at ``upto`` from the agent's snapshot and the records
+        after it, each verified (chain from the snapshot's signed head, key);
+        None when there is no usable snapshot or they do not reach ``upto``
+        exactly (the whole log then decides). Blocking."""
+        agent_id = self.state.agent_id
+        retention = self.state.idempotency_retention
+        try:
+            data = None if self.read_snapshot is None else self.read_snapshot(agent_id)
+            if data is None:
+                return None
+            snapshot = open_snapshot(data, self.public_key, agent_id)
+            if snapshot.head.seq > upto.head.seq:
+                return None
+            state, _ = snapshot_state(agent_id, snapshot, retention)
+            if state is None:
+                return None
+            lines = self.log.read_after(snapshot.head.seq, upto)
+            verifier = ChainVerifier.following(
+                snapshot.head, public_key=self.public_key, log_id=agent_id, signer=self.signer
+            )
+            for line in lines:
+                apply(state, verifier.feed(line))
+        except (LogReadError, SnapshotError, VerificationError, KeyError, TypeError, ValueError):
+            return None
+        if state.head != upto.head:
+            return None
+        self.rebuilt_from = snapshot.head.seq
+        return state
 
     def _reload(self, upto: Committed) -> Loaded:
         checkpoint = Checkpoint(upto.head.seq, upto.head.hash)

@@ -313,6 +313,7 @@ class Registry:
         )
         actor.on_quarantine = self._quarantined_while_serving
         actor.on_snapshot = self._snapshot_taken
+        actor.read_snapshot = self.store.read_snapshot
         if self._running:
             self._start(actor)
         return actor

@@ -60,14 +60,7 @@ def replay(
     start: AgentState | None = None
     problem = None
     if snapshot is not None:
-        start, problem = _snapshot_state(agent_id, snapshot)
-        if start is not None and start.idempotency_retention != idempotency_retention:
-            # Its keys were dropped by another retention than the fold's.
-            seconds = start.idempotency_retention
-            start, problem = (
-                None,
-                f"it was written under another idempotency retention ({seconds:g} s)",
-            )
+        start, problem = snapshot_state(agent_id, snapshot, idempotency_retention)
     lines = contents.lines
     verifier = ChainVerifier(
         public_key=public_key, log_id=agent_id, signer=signer, checkpoint=checkpoint
@@ -112,8 +105,11 @@ def replay(
     return Loaded(agent_id, state, None, contents, seq, problem)
 
 
-def _snapshot_state(agent_id: str, snapshot: Snapshot) -> tuple[AgentState | None, str | None]:
-    """The state a verified snapshot holds, or why it cannot be used."""
+def snapshot_state(
+    agent_id: str, snapshot: Snapshot, idempotency_retention: float
+) -> tuple[AgentState | None, str | None]:
+    """The state a verified snapshot holds, or why it cannot be used (the
+    fold that goes on from it keeps keys ``idempotency_retention`` s)."""
     if snapshot.log_id != agent_id:
         return None, f"it is the snapshot of {snapshot.log_id!r}"
     if snapshot.schema != SCHEMA:
@@ -124,6 +120,10 @@ def _snapshot_state(agent_id: str, snapshot: Snapshot) -> tuple[AgentState | Non
         return None, f"its state does not read: {exc}"
     if state.agent_id != agent_id or state.head != snapshot.head:
         return None, "its state is not that of its agent and seq"
+    if state.idempotency_retention != idempotency_retention:
+        # Its keys were dropped by another retention than the fold's.
+        seconds = state.idempotency_retention
+        return None, f"it was written under another idempotency retention ({seconds:g} s)"
     return state, None
 
 
