@@ -284,8 +284,9 @@ class LogStore(Protocol):
         """The whole log of ``agent_id`` (blocking; may run in a worker process)."""
         ...
 
-    def size(self, agent_id: str) -> int:
-        """About how many bytes the log holds (to plan parallel loading)."""
+    def sizes(self, agent_ids: Sequence[str]) -> dict[str, int]:
+        """About how many bytes each of these logs holds (to plan parallel
+        loading), in one request to the store (blocking)."""
         ...
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> AgentLog:

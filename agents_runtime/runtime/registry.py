@@ -125,6 +125,9 @@ class Registry:
         self.clock = clock
         self.actors: dict[str, AgentActor] = {}
         self.quarantined: dict[str, Failure] = {}
+        # Bytes of each quarantined log, as the store held it when the agent
+        # was quarantined: the metrics read this, never the store.
+        self.quarantined_bytes: dict[str, int] = {}
         self._creating: set[str] = set()
         self._discovering: dict[str, asyncio.Task[AgentActor]] = {}
         self._found_serving: set[str] = set()  # quarantined after startup
@@ -187,6 +190,8 @@ class Registry:
             if self._adopt(loaded):
                 if loaded.contents.torn_tail is not None:
                     torn.append(loaded.agent_id)
+        if self.quarantined:  # one request to the store, before serving
+            self.quarantined_bytes.update(self.store.sizes(sorted(self.quarantined)))
         return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
 
     def _read_checkpoints(self, ids: list[str]) -> dict[str, Checkpoint]:
@@ -322,7 +327,9 @@ class Registry:
         """A record another node appended failed verification, or the store
         no longer holds the committed head (a gap): the agent is quarantined
         here as if it had failed at startup (its actor ends)."""
-        self.actors.pop(agent_id, None)
+        actor = self.actors.pop(agent_id, None)
+        if actor is not None:
+            self.quarantined_bytes[agent_id] = actor.committed.size
         self._found_serving.add(agent_id)
         self._quarantine(agent_id, failure, "found while serving")
 
@@ -502,6 +509,7 @@ class Registry:
             idempotency_retention=self.idempotency_retention,
         )
         if agent_id not in self.actors and not self._adopt(loaded):
+            self.quarantined_bytes[agent_id] = contents.valid_length
             self._found_serving.add(agent_id)
             self.ref(agent_id)  # raises Quarantined
         return self.actors[agent_id]
@@ -679,7 +687,8 @@ def _load_logs(
     workers (our own children, over the pool's pipe) so that they check
     signatures as cheaply as this process does."""
     workers = load_workers() if workers is None else workers
-    sizes = [store.size(agent_id) for agent_id in ids]
+    by_id = store.sizes(ids)
+    sizes = [by_id[agent_id] for agent_id in ids]
     done = 0
     if workers > 1 and sum(sizes) >= PARALLEL_LOAD_BYTES:
         tasks: list[list[tuple[str, Checkpoint | None]]] = [[]]

@@ -184,11 +184,14 @@ class FileStore:
     def read(self, agent_id: str) -> LogContents:
         return read_log(self.path(agent_id))
 
-    def size(self, agent_id: str) -> int:
-        try:
-            return self.path(agent_id).stat().st_size
-        except OSError:
-            return 0  # read() will say what is wrong with it
+    def sizes(self, agent_ids: Sequence[str]) -> dict[str, int]:
+        out = {}
+        for agent_id in agent_ids:
+            try:
+                out[agent_id] = self.path(agent_id).stat().st_size
+            except OSError:
+                out[agent_id] = 0  # read() will say what is wrong with it
+        return out
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> FileAgentLog:
         path = self.path(agent_id)

@@ -496,13 +496,15 @@ class PgStore:
         except LogReadError as exc:
             raise LogWriteError(str(exc).replace("reading", "writing", 1)) from None
 
-    def size(self, agent_id: str) -> int:
+    def sizes(self, agent_ids: Sequence[str]) -> dict[str, int]:
+        """One query for them all: a node's start asks it of every agent."""
         rows = self._blocking(
-            "select coalesce(sum(octet_length(line) + 1), 0) as size"
-            " from guard_logs where agent_id = $1",
-            agent_id,
+            "select agent_id, sum(octet_length(line) + 1) as size from guard_logs"
+            " where agent_id = any($1::text[]) group by agent_id",
+            list(agent_ids),
         )
-        return int(rows[0]["size"])
+        found = {row["agent_id"]: int(row["size"]) for row in rows}
+        return {agent_id: found.get(agent_id, 0) for agent_id in agent_ids}
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> PgAgentLog:
         return PgAgentLog(self, agent_id, contents.valid_length, writable=writable)

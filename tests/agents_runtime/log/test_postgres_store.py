@@ -57,7 +57,8 @@ async def test_a_created_log_reads_back_byte_for_byte(store: PgStore) -> None:
     assert (await asyncio.to_thread(store.scan)).agent_ids == ["a"]
     contents = await asyncio.to_thread(store.read, "a")
     assert contents == LogContents.of_lines([line[:-1] for line in lines])
-    assert await asyncio.to_thread(store.size, "a") == len(b"".join(lines))
+    sizes = await asyncio.to_thread(store.sizes, ["a", "none"])
+    assert sizes == {"a": len(b"".join(lines)), "none": 0}
 
 
 async def test_creating_an_agent_twice_is_agent_exists(store: PgStore) -> None:
