@@ -92,6 +92,9 @@ CANCEL_TIMEOUT = 1.0
 # and --snapshot-secs).
 SNAPSHOT_RECORDS = 10_000
 SNAPSHOT_SECS = 300.0
+# Snapshots asked for in one round at most: each copy of a state is made on
+# the event loop, so a start that finds many agents due spreads them out.
+SNAPSHOTS_PER_ROUND = 32
 
 
 @attrs.frozen
@@ -410,6 +413,7 @@ class Registry:
         its state, and write the copies handed over on a thread. A failed
         write is logged; the agent is due again at the next round."""
         now = self.clock()
+        asked = 0
         for agent_id, since in list(self._snap_since.items()):
             actor = self.actors.get(agent_id)
             if actor is None:
@@ -418,6 +422,9 @@ class Registry:
             behind = actor.committed_head.seq - self._snap_seq.get(agent_id, -1)
             if behind >= self.snapshot_records or now - since >= self.snapshot_secs:
                 actor.take_snapshot()
+                asked += 1
+                if asked == SNAPSHOTS_PER_ROUND:
+                    break  # the others at the next round
         if not self._snap_taken:
             return
         taken, self._snap_taken = self._snap_taken, {}

@@ -266,3 +266,24 @@ def test_kill_9_while_a_snapshot_is_written_leaves_the_old_or_the_new(tmp_path: 
         data = path.read_bytes()
         assert data in (old, new)
         open_snapshot(data, public_key, AGENT)  # whole, and it verifies
+
+
+async def test_a_round_asks_for_a_bounded_number_of_snapshots(tmp_path: Path) -> None:
+    from agents_runtime.runtime import registry as registry_module
+
+    agents = tuple(f"agent-{n:02d}" for n in range(registry_module.SNAPSHOTS_PER_ROUND + 5))
+    await _run(tmp_path, agents, requests=2)  # 6 records each, one snapshot each
+    for path in DataDir(tmp_path).snapshots_dir.iterdir():
+        path.unlink()
+    # A start finds every agent due: the first rounds spread them out.
+    registry = _registry(tmp_path, FakeClock(), snapshot_records=5)
+    registry.load()
+    await registry.start()
+    try:
+        await registry.save_snapshots()
+        first = len(list(DataDir(tmp_path).snapshots_dir.iterdir()))
+        await registry.save_snapshots()
+        second = len(list(DataDir(tmp_path).snapshots_dir.iterdir()))
+    finally:
+        await registry.stop()
+    assert (first, second) == (registry_module.SNAPSHOTS_PER_ROUND, len(agents))
