@@ -32,6 +32,7 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.store import LogStore
 from agents_runtime.log.stores import open_store
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
+from guardd import views
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
@@ -93,7 +94,9 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
-    registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
+    registry = Registry(
+        store, ring, checkpoint_dir=settings.checkpoint_dir, render=views.BY_COMMAND
+    )
     summary = registry.load()
     oidc = None if settings.oidc is None else Oidc(settings.oidc)
     guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key, oidc))

@@ -1,15 +1,17 @@
 """Replies rendered: each function makes the JSON object of one shape of
-``guardd.replies`` from the values it is about.
+``guardd.replies`` from the values it is about. The only place a reply
+takes its wire form: the core answers with values of the domain.
 
 Plain functions that build dicts, one per shape: nothing is unstructured by
 reflection on a request's path. ``tests/guardd/test_views.py`` checks each
-rendering against its declared shape, for agents in every state.
+rendering against its declared shape, for agents in every state (``RENDERS``
+pairs each shape with its function).
 
-The agent's views (status, actions, pending, grants, policy, decisions)
-read the core's own values: the core still renders those itself today
-(``core.state.status_json`` and its kin), and these equal them, so that
-moving the rendering here is a change of caller only (``RENDERS`` pairs each
-shape with its function).
+An agent's replies (status, actions, pending, grants, policy, decisions)
+are rendered from its state, which only its actor may read: ``BY_COMMAND``
+gives the renderer of each command's reply, guardd hands it to the registry
+(``__main__.build``), and the actor calls it right after the command, in
+its turn, so a route receives its reply ready to send.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from agents_runtime.core import commands as c
+from agents_runtime.core.answers import Allowed, Denied
 from agents_runtime.core.grants import Grant
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import Policy, policy_json
@@ -29,12 +33,12 @@ from agents_runtime.core.state import (
     action_status,
     approval_deadline,
     parse_line,
-    receipt,
     request_line,
 )
 from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.verify import Failure, Report
+from agents_runtime.runtime.actor import Renders
 from guardd import replies
 
 Json = dict[str, Any]
@@ -52,6 +56,12 @@ _REQUESTED_STATUS = ActionStatus.REQUESTED
 
 def _moment(seconds: float) -> str:
     return timestamp_micros(round(seconds * 1_000_000))
+
+
+def receipt(request: bytes, allowed: bytes) -> list[str]:
+    """The receipt of an allowed action: the lines of its action_requested
+    and action_allowed records, as they are in the log (docs/receipts.md)."""
+    return [request.decode(), allowed.decode()]
 
 
 # -- the service ---------------------------------------------------------------
@@ -353,3 +363,65 @@ RENDERS: dict[Any, Any] = {
     replies.PreToolUseOutput: deny_tool_use,
     replies.HookAck: hook_ack,
 }
+
+
+# -- each command's reply, rendered in the actor's turn --------------------------------
+# (state, the core's value, the batch's now, the lines the command read):
+# agents_runtime.runtime.actor.Render.
+
+
+def _status(state: AgentState, reply: AgentState, now: float, lines: Lines) -> Json:
+    return status(state)
+
+
+def _decision(state: AgentState, reply: Any, now: float, lines: Lines) -> Json:
+    kind = type(reply)
+    if kind is Allowed:
+        return allowed(
+            reply.action_id, reply.cost, reply.remaining, reply.receipt_lines, reply.grant_id
+        )
+    if kind is Denied:
+        return denied(reply.action_id, reply.reason)
+    return pending_decision(reply.action_id)
+
+
+def _action(state: AgentState, n: int, now: float, lines: Lines) -> Json:
+    return action(state, n, lines)
+
+
+def _pending(state: AgentState, reply: dict[str, Action], now: float, lines: Lines) -> Json:
+    return pending_list(state)
+
+
+def _policy(state: AgentState, reply: Policy, now: float, lines: Lines) -> Json:
+    return policy(reply)
+
+
+def _grant(state: AgentState, reply: Grant, now: float, lines: Lines) -> Json:
+    return grant(reply, now)
+
+
+def _grants(state: AgentState, reply: dict[str, Grant], now: float, lines: Lines) -> Json:
+    return grant_list(state, now)
+
+
+BY_COMMAND: Renders = {
+    c.RequestAction: _decision,
+    c.Approve: _decision,
+    c.Reject: _decision,
+    c.GetAction: _action,
+    c.Cancel: _action,
+    c.ListPending: _pending,
+    c.GetStatus: _status,
+    c.SetPolicy: _status,
+    c.ReportOutcome: _status,
+    c.AddScar: _status,
+    c.Terminate: _status,
+    c.GetPolicy: _policy,
+    c.IssueGrant: _grant,
+    c.RevokeGrant: _grant,
+    c.ListGrants: _grants,
+}
+# The commands whose reply a route uses as it is: an action's ID or None
+# (FindAction), a future (WatchAction), the log's handle (GetLogView).
+AS_IS = frozenset({c.FindAction, c.WatchAction, c.GetLogView})

@@ -36,10 +36,11 @@ from typing import Any
 
 import attrs
 
+from agents_runtime.core.behaviour import NO_LINES
 from agents_runtime.core.commands import GetStatus
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
-from agents_runtime.core.state import AgentState, status_json
+from agents_runtime.core.state import AgentState
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,
@@ -58,7 +59,14 @@ from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
 from agents_runtime.log.store import UNREACHABLE, AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
-from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
+from agents_runtime.runtime.actor import (
+    UNRENDERED,
+    AgentActor,
+    AgentRef,
+    Clock,
+    Renders,
+    wall_clock,
+)
 from agents_runtime.runtime.replay import Loaded, load, quarantine_message, replay
 from agents_runtime.runtime.tasks import Tasks
 
@@ -89,8 +97,12 @@ class Registry:
         *,
         clock: Clock = wall_clock,
         checkpoint_dir: Path | None = None,
+        render: Renders = UNRENDERED,
     ) -> None:
         self.store = store
+        # Each command's renderer, handed to every actor (actor.py): guardd
+        # gives its views, so that replies come out of the actor rendered.
+        self.render = render
         self.checkpoints = CheckpointDir(checkpoint_dir or store.default_checkpoint_dir())
         self.ring = ring
         self.clock = clock
@@ -259,6 +271,7 @@ class Registry:
             public_key=self.ring.public_key,
             clock=self.clock,
             moved=self._moved,
+            render=self.render,
         )
         actor.on_quarantine = self._quarantined_while_serving
         if self._running:
@@ -443,8 +456,9 @@ class Registry:
 
     # -- creation ------------------------------------------------------------
 
-    async def create(self, agent_id: str, policy: Policy) -> dict[str, Any]:
-        """Write a new log (genesis and policy) durably, start its actor."""
+    async def create(self, agent_id: str, policy: Policy) -> Any:
+        """Write a new log (genesis and policy) durably, start its actor;
+        the new agent's status, as ``GetStatus`` answers it."""
         if self.exists(agent_id) or agent_id in self._creating:
             raise AgentExists(f"agent {agent_id} already exists")
         signer = self.ring.signer
@@ -471,10 +485,13 @@ class Registry:
                 raise
             if agent_id in self.actors:  # discovered meanwhile (a shared store)
                 agent_log.close()
-                return status_json(self.actors[agent_id].state)
+                return await self.actors[agent_id].ref.ask(GetStatus())
             self.actors[agent_id] = self._actor(state, agent_log)
             self._moved.add(agent_id)  # created durably: its first checkpoint is due
-            return status_json(state)
+            # Rendered here, before the actor runs a command: nothing else
+            # has the state yet.
+            render = self.render.get(GetStatus)
+            return state if render is None else render(state, state, 0.0, NO_LINES)
         finally:
             self._creating.discard(agent_id)
 

@@ -33,6 +33,7 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
+from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
     FakeClock,
@@ -98,7 +99,9 @@ class AgentMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(awaitable)
 
     def _open(self) -> Registry:
-        registry = Registry(FileStore(self.data_dir), self.ring, clock=self.clock)
+        registry = Registry(
+            FileStore(self.data_dir), self.ring, clock=self.clock, render=views.BY_COMMAND
+        )
         summary = registry.load()
         assert not summary.quarantined
         self.run(registry.start())

@@ -21,6 +21,7 @@ from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.record import FORMAT, Head, seal
 from agents_runtime.log.verify import Failure
 from agents_runtime.runtime.registry import Registry
+from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
     TEST_PUBLIC_KEY,
@@ -45,7 +46,9 @@ async def make_agent(root: Path, agent_id: str = AGENT, requests: int = 2) -> Pa
 def loaded_registry(root: Path) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
-    return Registry(FileStore(data_dir), data_dir.prepare(), clock=FakeClock())
+    return Registry(
+        FileStore(data_dir), data_dir.prepare(), clock=FakeClock(), render=views.BY_COMMAND
+    )
 
 
 def close(registry: Registry) -> None:
