@@ -39,6 +39,8 @@ from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.verify import Failure, Report
 from agents_runtime.runtime.actor import Renders
+from agents_runtime.runtime.registry import Listed
+from agents_runtime.runtime.replay import quarantine_message
 from guardd import replies
 
 Json = dict[str, Any]
@@ -134,6 +136,18 @@ def quarantined_agent(agent_id: str, message: str, failure: Failure) -> Json:
 
 def agent_list(entries: list[Json]) -> Json:
     return {"agents": entries}
+
+
+def listed_agents(listed: list[Listed]) -> Json:
+    """The agents as ``Registry.list`` finds them (each status rendered already)."""
+    entries = []
+    for entry in listed:
+        failure = entry.failure
+        if failure is None:
+            entries.append(active_agent(entry.agent_id, entry.status))
+        else:
+            entries.append(quarantined_agent(entry.agent_id, quarantine_message(failure), failure))
+    return agent_list(entries)
 
 
 # -- the policy in force -----------------------------------------------------------

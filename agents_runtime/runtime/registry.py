@@ -81,6 +81,16 @@ CANCEL_TIMEOUT = 1.0
 
 
 @attrs.frozen
+class Listed:
+    """An agent as ``Registry.list`` finds it: active, with its status as
+    ``GetStatus`` answers it, or quarantined, with the failure."""
+
+    agent_id: str
+    status: Any = None
+    failure: Failure | None = None
+
+
+@attrs.frozen
 class LoadSummary:
     loaded: int
     quarantined: dict[str, Failure]
@@ -416,21 +426,15 @@ class Registry:
     def exists(self, agent_id: str) -> bool:
         return agent_id in self.actors or agent_id in self.quarantined
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list(self) -> list[Listed]:
+        """Every agent, active or quarantined, by ID."""
         if self.store.others_create_agents:
             await self._discover_all()
-        entries: list[dict[str, Any]] = []
+        entries: list[Listed] = []
         for agent_id in sorted(set(self.actors) | set(self.quarantined)):
             failure = self.quarantined.get(agent_id)
             if failure is not None:
-                entries.append(
-                    {
-                        "agent_id": agent_id,
-                        "state": "quarantined",
-                        "error": quarantine_message(failure),
-                        "failure": failure.to_json(),
-                    }
-                )
+                entries.append(Listed(agent_id, failure=failure))
                 continue
             actor = self.actors.get(agent_id)
             if actor is None:  # quarantined while this list was made
@@ -439,7 +443,7 @@ class Registry:
                 status = await actor.ref.ask(GetStatus())
             except (AgentUnavailable, StoreUnavailable, Quarantined, ShuttingDown):
                 continue
-            entries.append({"agent_id": agent_id, "state": "active", "status": status})
+            entries.append(Listed(agent_id, status=status))
         return entries
 
     async def _discover_all(self) -> None:

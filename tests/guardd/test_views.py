@@ -140,6 +140,7 @@ async def test_every_reply_and_rendering_fits_its_shape(
         check(replies.PolicyInForce, views.policy(state.policy), await ask(c.GetPolicy()))
         check(replies.Head, views.head(state.head))
 
+        check(replies.AgentList, views.listed_agents(await agent.registry.list()))
         log = await ask(c.GetLogView())
         records = [orjson.loads(line) for line in lines.values()]
         check(replies.LogPage, views.log_page(records, log.head))
