@@ -16,11 +16,10 @@ its turn, so a route receives its reply ready to send.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.answers import Allowed, Denied
+from agents_runtime.core.answers import Allowed, Decided, Denied, Pending
 from agents_runtime.core.grants import Grant
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import Policy, policy_json
@@ -163,29 +162,32 @@ def policy(value: Policy) -> Json:
 # -- decisions and actions -----------------------------------------------------------
 
 
-def allowed(
-    action_id: str,
-    cost: Decimal,
-    remaining: Decimal,
-    lines: tuple[bytes, bytes] | None,
-    grant_id: str | None,
-) -> Json:
-    """An allowance; ``lines`` are its action_requested and action_allowed
-    lines, its receipt (None for an allowance older than receipts)."""
-    out: Json = {"decision": _ALLOWED, "action_id": action_id, "cost": cost, "remaining": remaining}
+# The decisions: one is rendered for every request, so each takes the
+# core's value whole and builds its dict in one call.
+
+
+def allowed(value: Allowed) -> Json:
+    """An allowance, with its receipt (none for an allowance older than receipts)."""
+    out: Json = {
+        "decision": _ALLOWED,
+        "action_id": value.action_id,
+        "cost": value.cost,
+        "remaining": value.remaining,
+    }
+    lines = value.receipt_lines
     if lines is not None:
-        out["receipt"] = receipt(*lines)
-    if grant_id is not None:
-        out["grant_id"] = grant_id
+        out["receipt"] = [lines[0].decode(), lines[1].decode()]  # receipt(), inlined
+    if value.grant_id is not None:
+        out["grant_id"] = value.grant_id
     return out
 
 
-def denied(action_id: str, reason: dict[str, Any]) -> Json:
-    return {"decision": _DENIED, "action_id": action_id, "reason": reason}
+def denied(value: Denied) -> Json:
+    return {"decision": _DENIED, "action_id": value.action_id, "reason": value.reason}
 
 
-def pending_decision(action_id: str) -> Json:
-    return {"decision": _PENDING, "action_id": action_id}
+def pending_decision(value: Pending) -> Json:
+    return {"decision": _PENDING, "action_id": value.action_id}
 
 
 def action(state: AgentState, n: int, lines: Lines) -> Json:
@@ -388,15 +390,13 @@ def _status(state: AgentState, reply: AgentState, now: float, lines: Lines) -> J
     return status(state)
 
 
-def _decision(state: AgentState, reply: Any, now: float, lines: Lines) -> Json:
-    kind = type(reply)
-    if kind is Allowed:
-        return allowed(
-            reply.action_id, reply.cost, reply.remaining, reply.receipt_lines, reply.grant_id
-        )
-    if kind is Denied:
-        return denied(reply.action_id, reply.reason)
-    return pending_decision(reply.action_id)
+def _decision(state: AgentState, reply: Decided, now: float, lines: Lines) -> Json:
+    if type(reply) is Allowed:  # the common case first
+        return allowed(reply)
+    if type(reply) is Denied:
+        return denied(reply)
+    assert type(reply) is Pending
+    return pending_decision(reply)
 
 
 def _action(state: AgentState, n: int, now: float, lines: Lines) -> Json:

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from agents_runtime.core import commands as c
+from agents_runtime.core.answers import Allowed, Denied, Pending
 from agents_runtime.core.behaviour import COMMANDS
 from agents_runtime.core.state import AgentState, action_reads, parse_line
 from agents_runtime.log.readback import verify_committed
@@ -173,9 +174,9 @@ def _rendered_decision(state: AgentState, decision: dict[str, Any], lines: Any) 
     """The decision rendered by guardd.views from the records it wrote."""
     action_id = decision["action_id"]
     if decision["decision"] == "pending_approval":
-        return views.pending_decision(action_id)
+        return views.pending_decision(Pending(action_id))
     if decision["decision"] == "denied":
-        return views.denied(action_id, decision["reason"])
+        return views.denied(Denied(action_id, decision["reason"]))
     n = int(action_id.removeprefix("act-"))
     requested = state.action_seqs[n - 1]
     held = state.held.get(action_id)
@@ -183,11 +184,13 @@ def _rendered_decision(state: AgentState, decision: dict[str, Any], lines: Any) 
     assert allowed is not None
     record = parse_line(lines, allowed)
     return views.allowed(
-        action_id,
-        record["cost"],
-        record["remaining"],
-        (lines[requested], lines[allowed]),
-        record.get("grant_id"),
+        Allowed(
+            action_id,
+            record["cost"],
+            record["remaining"],
+            (lines[requested], lines[allowed]),
+            record.get("grant_id"),
+        )
     )
 
 
