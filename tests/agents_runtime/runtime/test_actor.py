@@ -447,8 +447,8 @@ async def test_each_reply_is_rendered_from_the_state_its_own_command_left(tmp_pa
         # Asked with no await between: the idle actor cannot run in between,
         # so both are one batch, answered together after its commit; the
         # scar's status is rendered before the request runs.
-        scarred = agent.ask(c.AddScar("minor", "rude"))
-        decided = agent.ask(c.RequestAction("read", {"q": 1}))
+        scarred = agent.ref.ask(c.AddScar("minor", "rude"))
+        decided = agent.ref.ask(c.RequestAction("read", {"q": 1}))
         status, decision = await scarred, await decided
         assert (status["scar_score"], status["actions_allowed"]) == (1, 0)
         assert (decision["decision"], decision["remaining"]) == ("allowed", 99)
