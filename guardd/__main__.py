@@ -32,6 +32,7 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.store import LogStore
 from agents_runtime.log.stores import open_store
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
+from guardd import views
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
@@ -42,6 +43,7 @@ from guardd.limits import (
 )
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
+from guardd.oidc import Oidc
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
 
@@ -99,9 +101,11 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         snapshot_records=settings.snapshot_records,
         snapshot_secs=settings.snapshot_secs,
         idempotency_retention=settings.idempotency_retention,
+        render=views.BY_COMMAND,
     )
     summary = registry.load()
-    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
+    oidc = None if settings.oidc is None else Oidc(settings.oidc)
+    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key, oidc))
     return guard, summary, source
 
 
@@ -151,6 +155,8 @@ def print_startup(
     ]
     if settings.store is not None:  # the file store is the data dir's agents/
         lines.insert(3, f"store: {guard.registry.store.describe()}")
+    if settings.oidc is not None:
+        lines.append(settings.oidc.banner())
     for agent_id, failure in sorted(summary.quarantined.items()):
         lines.append(f"quarantined: {agent_id}: {quarantine_message(failure)}")
     for agent_id in summary.torn:

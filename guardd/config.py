@@ -8,8 +8,12 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from guardd.oidc import OidcConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9200
@@ -56,6 +60,8 @@ class Settings:
     snapshot_secs: float = DEFAULT_SNAPSHOT_SECS  # --snapshot-secs, GUARD_SNAPSHOT_SECS
     # --idempotency-retention, GUARD_IDEMPOTENCY_RETENTION
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+    # --oidc-issuer and its companions: people sign in with the issuer's tokens
+    oidc: OidcConfig | None = None
 
     @property
     def tls(self) -> bool:
@@ -243,7 +249,71 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "volume or write-once storage (default: <data-dir>/checkpoints; "
         "environment: GUARD_CHECKPOINT_DIR)",
     )
+    _option(
+        parser,
+        "--oidc-issuer",
+        env,
+        "GUARD_OIDC_ISSUER",
+        None,
+        "OpenID Connect issuer whose signed tokens name the operators (single sign-on); "
+        "https://, or http:// on loopback",
+        metavar="URL",
+    )
+    _option(
+        parser,
+        "--oidc-client-id",
+        env,
+        "GUARD_OIDC_CLIENT_ID",
+        None,
+        "the client ID registered at the issuer: the audience (aud) guardd accepts, "
+        "and the console's public client",
+        metavar="ID",
+    )
+    _option(
+        parser,
+        "--oidc-roles-claim",
+        env,
+        "GUARD_OIDC_ROLES_CLAIM",
+        "groups",
+        "the token claim whose values --oidc-role maps to roles (a dotted name that is no "
+        "claim of its own is a path into nested claims: realm_access.roles)",
+        metavar="CLAIM",
+    )
+    parser.add_argument(
+        "--oidc-role",
+        action="append",
+        default=None,
+        metavar="ROLE=VALUE",
+        help="a value of the roles claim that gives ROLE (viewer, approver or admin; a role "
+        "implies those below it); repeatable (default: none; environment: GUARD_OIDC_ROLES, "
+        "comma-separated, e.g. admin=guard-admins,approver=guard-approvers)",
+    )
+    _option(
+        parser,
+        "--oidc-scopes",
+        env,
+        "GUARD_OIDC_SCOPES",
+        "openid email profile",
+        "the scopes the console asks the issuer for, space-separated (must include openid)",
+        metavar="SCOPES",
+    )
     return parser
+
+
+def _oidc(args: argparse.Namespace, env: Mapping[str, str]) -> OidcConfig | None:
+    roles = args.oidc_role or [r for r in env.get("GUARD_OIDC_ROLES", "").split(",") if r.strip()]
+    if not args.oidc_issuer:
+        if args.oidc_client_id or roles:
+            raise SettingsError("--oidc-client-id and --oidc-role need --oidc-issuer")
+        return None
+    from guardd.oidc import OidcConfig, OidcConfigError
+
+    try:
+        return OidcConfig.parse(
+            args.oidc_issuer, args.oidc_client_id, args.oidc_roles_claim, roles, args.oidc_scopes
+        )
+    except OidcConfigError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _metrics_env(value: str | None) -> bool:
@@ -304,6 +374,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
             raise SettingsError(str(exc)) from None
     elif webhooks and args.webhook_format == "standard":
         raise SettingsError("--webhook needs --webhook-secret (whsec_<base64>) to sign its events")
+    oidc = _oidc(args, env)
     return Settings(
         args.host,
         port,
@@ -323,6 +394,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         snapshot_records=snapshot_records,
         snapshot_secs=snapshot_secs,
         idempotency_retention=retention,
+        oidc=oidc,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 

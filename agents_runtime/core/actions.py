@@ -39,7 +39,6 @@ from agents_runtime.core.state import (
     STATUS_CODES,
     AgentState,
     Lines,
-    action_json,
     action_number,
     action_of,
     action_outcome,
@@ -52,7 +51,6 @@ from agents_runtime.core.state import (
     known_action,
     parse_line,
     parse_ts,
-    status_json,
 )
 from agents_runtime.core.vocabulary import ADMIN, SYSTEM, ActionStatus, Decision, Outcome, Severity
 from agents_runtime.errors import AgentUnavailable, Forbidden, IdempotencyConflict, InvalidState
@@ -194,8 +192,9 @@ def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...]:
     return () if n is None else action_reads(state, n)
 
 
-def get_action(state: AgentState, cmd: GetAction, now: float, lines: Lines) -> Any:
-    return action_json(state, known_action(state, cmd.action_id), lines)
+def get_action(state: AgentState, cmd: GetAction, now: float, lines: Lines) -> int:
+    """Reply: the action's number (its view reads ``lines``)."""
+    return known_action(state, cmd.action_id)
 
 
 def find_action(state: AgentState, cmd: FindAction, now: float, lines: Lines) -> str | None:
@@ -274,7 +273,7 @@ def report_outcome(state: AgentState, cmd: ReportOutcome, now: float, lines: Lin
         fields["detail"] = cmd.detail
     yield fields
     yield from _outcome_scar(state, cmd.action_id, cmd.outcome, cmd.detail)
-    return status_json(state)
+    return state
 
 
 def _outcome_scar(state: AgentState, action_id: str, outcome: str, detail: str | None) -> Steps:

@@ -19,6 +19,14 @@ a store other nodes write too reads their records first and decides again
 after a collision); the actor does what needs the state, the key or the
 fold. The clock is read once a batch: every record of a batch carries the
 same ts, the moment the actor started on it.
+
+Replies: the core answers each command with a value of the domain (the
+state, an action's number, a grant, a decision); the actor hands it at once
+to the renderer of its command (``render``, given by whoever builds the
+registry: guardd's ``views.BY_COMMAND``), so that the caller gets the reply
+as it goes out, made from the state as that command left it, inside this
+agent's serialized turn. The runtime never imports the HTTP layer; with no
+renderer a caller gets the core's value.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ import asyncio
 import logging
 import pickle
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -79,6 +88,13 @@ MAX_BATCH = 256
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 Clock = Callable[[], float]
+
+# A command's reply as it goes out, from the core's value: called with the
+# state right after the command (a later command of the batch changes it),
+# the value, the batch's ``now`` and the lines the command read.
+Render = Callable[[AgentState, Any, float, Lines], Any]
+Renders = Mapping[type, Render]  # by command class; a command without one: its value as is
+UNRENDERED: Renders = MappingProxyType({})
 
 
 def wall_clock() -> float:
@@ -158,8 +174,10 @@ class AgentActor:
         public_key: bytes,
         clock: Clock = wall_clock,
         moved: set[str] | None = None,
+        render: Renders = UNRENDERED,
     ) -> None:
         self.state = state
+        self.render = render
         self.log = log
         self.signer = signer
         # What of the log is known durable (state.head runs ahead of it
@@ -229,21 +247,32 @@ class AgentActor:
     # -- commands ------------------------------------------------------------
 
     def _handle(self, command: Any, now: float, lines: Lines) -> Any:
+        """Run ``command``: its reply, rendered."""
         kind = type(command)
+        state = self.state
         writer = WRITERS.get(kind)
         if writer is not None:
             if self.signer is None:
                 if kind is c.RequestAction and command.idempotency_key is not None:
                     # A retry of a request already decided is answered from
                     # the log, which needs no key; anything else would write.
-                    return run_steps(writer(self.state, command, now, lines), _refuse_write)
-                raise ReadOnly(READ_ONLY)
-            if self.fenced is not None:
+                    reply = run_steps(writer(state, command, now, lines), _refuse_write)
+                else:
+                    raise ReadOnly(READ_ONLY)
+            elif self.fenced is not None:
                 raise AgentUnavailable(self.fenced)
-            return run_steps(writer(self.state, command, now, lines), self._write)
-        view = VIEWS.get(kind)
-        if view is not None:
-            return view(self.state, command, now, lines)
+            else:
+                reply = run_steps(writer(state, command, now, lines), self._write)
+        else:
+            view = VIEWS.get(kind)
+            if view is None:
+                return self._answer_itself(kind, command)
+            reply = view(state, command, now, lines)
+        render = self.render.get(kind)
+        return reply if render is None else render(state, reply, now, lines)
+
+    def _answer_itself(self, kind: type, command: Any) -> Any:
+        """The commands the core has no handler for."""
         if kind is c.WatchAction:
             return self._watch(command.action_id)
         if kind is c.GetLogView:

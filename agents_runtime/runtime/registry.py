@@ -44,11 +44,12 @@ from typing import Any
 
 import attrs
 
+from agents_runtime.core.behaviour import NO_LINES
 from agents_runtime.core.commands import GetStatus
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
 from agents_runtime.core.snapshot import SCHEMA, state_json
-from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState, status_json
+from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,
@@ -69,7 +70,14 @@ from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micr
 from agents_runtime.log.snapshot import seal_snapshot
 from agents_runtime.log.store import UNREACHABLE, AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
-from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
+from agents_runtime.runtime.actor import (
+    UNRENDERED,
+    AgentActor,
+    AgentRef,
+    Clock,
+    Renders,
+    wall_clock,
+)
 from agents_runtime.runtime.replay import (
     Loaded,
     load,
@@ -98,6 +106,16 @@ SNAPSHOTS_PER_ROUND = 32
 
 
 @attrs.frozen
+class Listed:
+    """An agent as ``Registry.list`` finds it: active, with its status as
+    ``GetStatus`` answers it, or quarantined, with the failure."""
+
+    agent_id: str
+    status: Any = None
+    failure: Failure | None = None
+
+
+@attrs.frozen
 class LoadSummary:
     loaded: int
     quarantined: dict[str, Failure]
@@ -117,12 +135,16 @@ class Registry:
         snapshot_records: int = SNAPSHOT_RECORDS,
         snapshot_secs: float = SNAPSHOT_SECS,
         idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
+        render: Renders = UNRENDERED,
     ) -> None:
         self.store = store
         # Seconds an Idempotency-Key is kept (agents_runtime/core/state.py).
         self.idempotency_retention = idempotency_retention
         self.snapshot_records = snapshot_records
         self.snapshot_secs = snapshot_secs
+        # Each command's renderer, handed to every actor (actor.py): guardd
+        # gives its views, so that replies come out of the actor rendered.
+        self.render = render
         self.checkpoints = CheckpointDir(checkpoint_dir or store.default_checkpoint_dir())
         self.ring = ring
         self.clock = clock
@@ -318,6 +340,7 @@ class Registry:
             public_key=self.ring.public_key,
             clock=self.clock,
             moved=self._moved,
+            render=self.render,
         )
         actor.on_quarantine = self._quarantined_while_serving
         actor.on_snapshot = self._snapshot_taken
@@ -532,21 +555,15 @@ class Registry:
     def exists(self, agent_id: str) -> bool:
         return agent_id in self.actors or agent_id in self.quarantined
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list(self) -> list[Listed]:
+        """Every agent, active or quarantined, by ID."""
         if self.store.others_create_agents:
             await self._discover_all()
-        entries: list[dict[str, Any]] = []
+        entries: list[Listed] = []
         for agent_id in sorted(set(self.actors) | set(self.quarantined)):
             failure = self.quarantined.get(agent_id)
             if failure is not None:
-                entries.append(
-                    {
-                        "agent_id": agent_id,
-                        "state": "quarantined",
-                        "error": quarantine_message(failure),
-                        "failure": failure.to_json(),
-                    }
-                )
+                entries.append(Listed(agent_id, failure=failure))
                 continue
             actor = self.actors.get(agent_id)
             if actor is None:  # quarantined while this list was made
@@ -555,7 +572,7 @@ class Registry:
                 status = await actor.ref.ask(GetStatus())
             except (AgentUnavailable, StoreUnavailable, Quarantined, ShuttingDown):
                 continue
-            entries.append({"agent_id": agent_id, "state": "active", "status": status})
+            entries.append(Listed(agent_id, status=status))
         return entries
 
     async def _discover_all(self) -> None:
@@ -572,8 +589,9 @@ class Registry:
 
     # -- creation ------------------------------------------------------------
 
-    async def create(self, agent_id: str, policy: Policy) -> dict[str, Any]:
-        """Write a new log (genesis and policy) durably, start its actor."""
+    async def create(self, agent_id: str, policy: Policy) -> Any:
+        """Write a new log (genesis and policy) durably, start its actor;
+        the new agent's status, as ``GetStatus`` answers it."""
         if self.exists(agent_id) or agent_id in self._creating:
             raise AgentExists(f"agent {agent_id} already exists")
         signer = self.ring.signer
@@ -600,10 +618,13 @@ class Registry:
                 raise
             if agent_id in self.actors:  # discovered meanwhile (a shared store)
                 agent_log.close()
-                return status_json(self.actors[agent_id].state)
+                return await self.actors[agent_id].ref.ask(GetStatus())
             self.actors[agent_id] = self._actor(state, agent_log)
             self._moved.add(agent_id)  # created durably: its first checkpoint is due
-            return status_json(state)
+            # Rendered here, before the actor runs a command: nothing else
+            # has the state yet.
+            render = self.render.get(GetStatus)
+            return state if render is None else render(state, state, 0.0, NO_LINES)
         finally:
             self._creating.discard(agent_id)
 

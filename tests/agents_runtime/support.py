@@ -13,15 +13,13 @@ from typing import Any
 
 import nacl.signing
 
+from agents_runtime.core.commands import RequestAction
 from agents_runtime.core.policy import Policy, parse_policy
 from agents_runtime.core.state import (
     DEFAULT_IDEMPOTENCY_RETENTION,
     AgentState,
-    action_json,
     action_status,
     first_decision,
-    pending_json,
-    status_json,
 )
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
@@ -31,6 +29,7 @@ from agents_runtime.log.keys import Signer
 from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import Loaded, replay
+from guardd import views
 
 # 2026-01-01T00:00:00Z: a round start so rate-window arithmetic reads easily.
 T0 = 1_767_225_600.0
@@ -108,7 +107,10 @@ async def running_registry(
     data_dir = DataDir(root)
     write_test_keys(root)
     ring = data_dir.prepare()
-    registry = Registry(FileStore(data_dir), ring, clock=clock or FakeClock())
+    # Replies rendered as guardd renders them: what a client sees.
+    registry = Registry(
+        FileStore(data_dir), ring, clock=clock or FakeClock(), render=views.BY_COMMAND
+    )
     registry.load()
     await registry.start()
     try:
@@ -179,11 +181,13 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
     are its log's (the views quote them)."""
     numbers = range(1, state.action_count + 1)
     view = {
-        "status": status_json(state),
-        "actions": [action_json(state, n, lines) for n in numbers],
-        "pending": [pending_json(a) for a in state.pending.values()],
+        "status": views.status(state),
+        "actions": [views.action(state, n, lines) for n in numbers],
+        "pending": [views.pending_entry(a) for a in state.pending.values()],
         "first_decisions": [
-            first_decision(state, n, lines) for n in numbers if n_decided(state, n)
+            views.BY_COMMAND[RequestAction](state, first_decision(state, n, lines), 0.0, lines)
+            for n in numbers
+            if n_decided(state, n)
         ],
         "tool_calls": state.tool_calls,
         "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],

@@ -38,6 +38,7 @@ from agents_runtime.log.store import LogContents
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import replay
 from audit.replay import replay_records
+from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
     FakeClock,
@@ -111,6 +112,7 @@ class AgentMachine(RuleBasedStateMachine):
             FileStore(self.data_dir),
             self.ring,
             clock=self.clock,
+            render=views.BY_COMMAND,
             snapshot_records=3,
             idempotency_retention=RETENTION,
         )
