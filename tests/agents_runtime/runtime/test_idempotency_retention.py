@@ -21,6 +21,7 @@ from agents_runtime.log.keys import load_keys
 from agents_runtime.log.store import LogStore
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
+from guardd import views
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
 RETENTION = 60.0
@@ -41,6 +42,7 @@ async def _running(make_store: OPEN, root: Path, clock: FakeClock) -> AsyncItera
         clock=clock,
         idempotency_retention=RETENTION,
         snapshot_records=1,
+        render=views.BY_COMMAND,
     )
     summary = await asyncio.to_thread(registry.load)
     assert summary.quarantined == {}

@@ -22,6 +22,7 @@ from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
 from agents_runtime.log.store import LogStore
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import replay
+from guardd import views
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
 OPEN = Callable[[], LogStore]
@@ -32,7 +33,11 @@ async def _running(make_store: OPEN, root: Path) -> AsyncIterator[Registry]:
     write_test_keys(root)
     store = make_store()
     registry = Registry(
-        store, load_keys(DataDir(root).keys_dir), clock=FakeClock(), snapshot_records=4
+        store,
+        load_keys(DataDir(root).keys_dir),
+        clock=FakeClock(),
+        snapshot_records=4,
+        render=views.BY_COMMAND,
     )
     assert (await asyncio.to_thread(registry.load)).quarantined == {}
     await registry.start()

@@ -26,6 +26,7 @@ from agents_runtime.log.record import Head
 from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import load
+from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
     TEST_SIGNER,
@@ -40,7 +41,13 @@ OTHER = "agent-2"
 def _registry(root: Path, clock: FakeClock, **options: float) -> Registry:
     write_test_keys(root)
     data_dir = DataDir(root)
-    return Registry(FileStore(data_dir), data_dir.prepare(), clock=clock, **options)  # type: ignore[arg-type]
+    return Registry(  # type: ignore[misc]
+        FileStore(data_dir),
+        data_dir.prepare(),
+        clock=clock,
+        render=views.BY_COMMAND,
+        **options,  # type: ignore[arg-type]
+    )
 
 
 async def _run(root: Path, agents: tuple[str, ...] = (AGENT,), requests: int = 6) -> Registry:
