@@ -14,7 +14,6 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TextIO
 
-from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
@@ -44,6 +43,7 @@ from guardd.limits import (
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
 from guardd.oidc import Oidc
+from guardd.serving import receive_little, serve
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
 
@@ -235,6 +235,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+        receive_little(sock)  # and this (guardd.serving)
         sock.bind(address)
         sock.listen(LISTEN_BACKLOG)
     except OSError:
