@@ -4,7 +4,7 @@ A request is answered from its headers when it can be (401, 403, 404, 413,
 503: guardd/limits.py): the body of such a request is never read. But below
 the app, the layers that read the connection take its bytes as they come,
 whether anyone asks for them: with their defaults, a client sending a body
-faster than guardd answers it had about 0.4 MB taken into guardd per
+faster than guardd answers it had up to about 0.6 MB taken into guardd per
 connection, and 1,000 of them at once took guardd's RSS 140 to 450 MB above
 idle (docs/design.md, "Hostile clients"). Two settings bound it:
 
@@ -27,11 +27,12 @@ idle (docs/design.md, "Hostile clients"). Two settings bound it:
 
 Above the reader, Hypercorn hands a body to the app in chunks of what the
 reader held, through a queue of two (``limits.APP_QUEUE_CHUNKS``) plus one
-waiting to go in: with these settings a connection whose body the app has
-not taken holds at most about 4 x 24 KiB in guardd, and about 50 KB on
-average in a flood. Neither setting costs an authenticated request anything
-per request: a usual request (head and body within 8 KiB) is taken in one
-read, as before.
+waiting to go in: a connection whose body the app has not taken holds at
+most about 24 KiB in its reader and three chunks of at most that, about
+100 KB; the rest waits in the client. Neither setting adds work per
+request: a usual request (head and body within 8 KiB) is still taken in one
+read. A large body takes more reads (64 for 1 MiB instead of 16) and, from
+a distant client, more round trips (docs/operations.md).
 """
 
 from __future__ import annotations
