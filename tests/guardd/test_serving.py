@@ -84,7 +84,8 @@ async def _serve_and_send() -> int:
         client, sent = await asyncio.get_running_loop().run_in_executor(
             None, send_until_stalled, port
         )
-        assert app.started.is_set()  # the request reached the app, its body unread
+        # The request reached the app, which has taken none of its body.
+        await asyncio.wait_for(app.started.wait(), 30)
         return sent
     finally:
         app.release.set()
