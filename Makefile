@@ -45,7 +45,8 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/python sdk/unasync.py --check
 	$(BIN)/python sdk/models.py --check
 
-test: $(VENV)/.installed-dev chromium postgresql lint sdk-ts/node_modules/.package-lock.json
+test: $(VENV)/.installed-dev chromium postgresql lint sdk-ts/node_modules/.package-lock.json \
+		tests/oidc_provider/node_modules/.package-lock.json
 	$(BIN)/pytest
 	cd sdk-ts && npm test
 
@@ -88,6 +89,10 @@ node:
 
 sdk-ts/node_modules/.package-lock.json: sdk-ts/package-lock.json | node
 	cd sdk-ts && npm ci --no-audit --no-fund
+
+# The sign-in tests run a real OpenID provider (oidc-provider, on Node.js).
+tests/oidc_provider/node_modules/.package-lock.json: tests/oidc_provider/package-lock.json | node
+	cd tests/oidc_provider && npm ci --no-audit --no-fund
 
 wrk:
 	@if command -v wrk >/dev/null; then :; \

@@ -14,7 +14,6 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TextIO
 
-from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
@@ -32,6 +31,7 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.store import LogStore
 from agents_runtime.log.stores import open_store
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
+from guardd import views
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
@@ -42,6 +42,8 @@ from guardd.limits import (
 )
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
+from guardd.oidc import Oidc
+from guardd.serving import receive_little, serve
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
 
@@ -95,9 +97,18 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
-    registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
+    registry = Registry(
+        store,
+        ring,
+        checkpoint_dir=settings.checkpoint_dir,
+        snapshot_records=settings.snapshot_records,
+        snapshot_secs=settings.snapshot_secs,
+        idempotency_retention=settings.idempotency_retention,
+        render=views.BY_COMMAND,
+    )
     summary = registry.load()
-    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key))
+    oidc = None if settings.oidc is None else Oidc(settings.oidc)
+    guard = Guard(data_dir, ring, registry, Authenticator(admin, ring.token_key, oidc))
     return guard, summary, source
 
 
@@ -148,6 +159,8 @@ def print_startup(
     ]
     if settings.store is not None:  # the file store is the data dir's agents/
         lines.insert(3, f"store: {guard.registry.store.describe()}")
+    if settings.oidc is not None:
+        lines.append(settings.oidc.banner())
     for agent_id, failure in sorted(summary.quarantined.items()):
         lines.append(f"quarantined: {agent_id}: {quarantine_message(failure)}")
     for agent_id in summary.torn:
@@ -251,6 +264,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+        receive_little(sock)  # and this (guardd.serving)
         sock.bind(address)
         sock.listen(LISTEN_BACKLOG)
     except OSError:

@@ -88,13 +88,18 @@ def create_app(
     register_error_handlers(app)
     service = Service(guard, meter, hook_wait=hook_wait, tracer=tracer)
     registry = guard.registry
+    oidc = guard.auth.oidc
 
     @app.while_serving
     async def _actors() -> AsyncGenerator[None, None]:
         await registry.start()
+        if oidc is not None:
+            await oidc.start()
         yield
         service.readiness.stopping = True
         await registry.stop()
+        if oidc is not None:
+            await oidc.aclose()
 
     @app.after_request
     async def _finish(response: Response) -> Response:

@@ -8,8 +8,12 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from guardd.oidc import OidcConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9200
@@ -18,6 +22,12 @@ DEFAULT_DATA_DIR = "guard-data"
 # under the 60 seconds Claude Code gives an HTTP hook unless told otherwise.
 DEFAULT_HOOK_WAIT = 50
 MAX_HOOK_WAIT = 600
+# A state snapshot of an agent every this many records, or this many seconds
+# after the first record that follows its last, whichever comes first.
+DEFAULT_SNAPSHOT_RECORDS = 10_000
+DEFAULT_SNAPSHOT_SECS = 300
+# Seconds an Idempotency-Key is kept: reused later, it is a new request.
+DEFAULT_IDEMPOTENCY_RETENTION = 86_400
 LOG_FORMATS = ("text", "json")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
@@ -50,6 +60,12 @@ class Settings:
     tracing: bool = False
     # --otel-record-input, GUARD_OTEL_RECORD_INPUT=on: tool inputs go into the decision spans
     otel_record_input: bool = False
+    snapshot_records: int = DEFAULT_SNAPSHOT_RECORDS  # --snapshot-records, GUARD_SNAPSHOT_RECORDS
+    snapshot_secs: float = DEFAULT_SNAPSHOT_SECS  # --snapshot-secs, GUARD_SNAPSHOT_SECS
+    # --idempotency-retention, GUARD_IDEMPOTENCY_RETENTION
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+    # --oidc-issuer and its companions: people sign in with the issuer's tokens
+    oidc: OidcConfig | None = None
 
     @property
     def tls(self) -> bool:
@@ -151,6 +167,34 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "waits before it is withdrawn and denied",
         metavar="SECONDS",
     )
+    _option(
+        parser,
+        "--snapshot-records",
+        env,
+        "GUARD_SNAPSHOT_RECORDS",
+        str(DEFAULT_SNAPSHOT_RECORDS),
+        "write an agent's state snapshot once this many records follow its last "
+        "(a start folds only the records after it)",
+        metavar="N",
+    )
+    _option(
+        parser,
+        "--snapshot-secs",
+        env,
+        "GUARD_SNAPSHOT_SECS",
+        str(DEFAULT_SNAPSHOT_SECS),
+        "or this many seconds after the first record that follows it, if sooner",
+        metavar="SECONDS",
+    )
+    _option(
+        parser,
+        "--idempotency-retention",
+        env,
+        "GUARD_IDEMPOTENCY_RETENTION",
+        str(DEFAULT_IDEMPOTENCY_RETENTION),
+        "seconds an Idempotency-Key is kept; reused later, it is a new request",
+        metavar="SECONDS",
+    )
     parser.add_argument(
         "--no-metrics",
         dest="metrics",
@@ -218,6 +262,54 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "volume or write-once storage (default: <data-dir>/checkpoints; "
         "environment: GUARD_CHECKPOINT_DIR)",
     )
+    _option(
+        parser,
+        "--oidc-issuer",
+        env,
+        "GUARD_OIDC_ISSUER",
+        None,
+        "OpenID Connect issuer whose signed tokens name the operators (single sign-on); "
+        "https://, or http:// on loopback",
+        metavar="URL",
+    )
+    _option(
+        parser,
+        "--oidc-client-id",
+        env,
+        "GUARD_OIDC_CLIENT_ID",
+        None,
+        "the client ID registered at the issuer: the audience (aud) guardd accepts, "
+        "and the console's public client",
+        metavar="ID",
+    )
+    _option(
+        parser,
+        "--oidc-roles-claim",
+        env,
+        "GUARD_OIDC_ROLES_CLAIM",
+        "groups",
+        "the token claim whose values --oidc-role maps to roles (a dotted name that is no "
+        "claim of its own is a path into nested claims: realm_access.roles)",
+        metavar="CLAIM",
+    )
+    parser.add_argument(
+        "--oidc-role",
+        action="append",
+        default=None,
+        metavar="ROLE=VALUE",
+        help="a value of the roles claim that gives ROLE (viewer, approver or admin; a role "
+        "implies those below it); repeatable (default: none; environment: GUARD_OIDC_ROLES, "
+        "comma-separated, e.g. admin=guard-admins,approver=guard-approvers)",
+    )
+    _option(
+        parser,
+        "--oidc-scopes",
+        env,
+        "GUARD_OIDC_SCOPES",
+        "openid email profile",
+        "the scopes the console asks the issuer for, space-separated (must include openid)",
+        metavar="SCOPES",
+    )
     return parser
 
 
@@ -254,6 +346,20 @@ def tracing_wanted(env: Mapping[str, str]) -> bool:
                 )
             break
     return True
+def _oidc(args: argparse.Namespace, env: Mapping[str, str]) -> OidcConfig | None:
+    roles = args.oidc_role or [r for r in env.get("GUARD_OIDC_ROLES", "").split(",") if r.strip()]
+    if not args.oidc_issuer:
+        if args.oidc_client_id or roles:
+            raise SettingsError("--oidc-client-id and --oidc-role need --oidc-issuer")
+        return None
+    from guardd.oidc import OidcConfig, OidcConfigError
+
+    try:
+        return OidcConfig.parse(
+            args.oidc_issuer, args.oidc_client_id, args.oidc_roles_claim, roles, args.oidc_scopes
+        )
+    except OidcConfigError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _metrics_env(value: str | None) -> bool:
@@ -282,6 +388,9 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     if token is not None:
         check_admin_token(token, "GUARD_ADMIN_TOKEN")
     hook_wait = hook_wait_seconds(args.hook_wait)
+    snapshot_records = int(positive_number(args.snapshot_records, "--snapshot-records", whole=True))
+    snapshot_secs = positive_number(args.snapshot_secs, "--snapshot-secs")
+    retention = positive_number(args.idempotency_retention, "--idempotency-retention")
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
@@ -320,6 +429,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
             raise SettingsError(str(exc)) from None
     elif webhooks and args.webhook_format == "standard":
         raise SettingsError("--webhook needs --webhook-secret (whsec_<base64>) to sign its events")
+    oidc = _oidc(args, env)
     return Settings(
         args.host,
         port,
@@ -338,6 +448,10 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         hook_wait=hook_wait,
         tracing=tracing,
         otel_record_input=args.otel_record_input,
+        snapshot_records=snapshot_records,
+        snapshot_secs=snapshot_secs,
+        idempotency_retention=retention,
+        oidc=oidc,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 
@@ -350,6 +464,19 @@ def hook_wait_seconds(text: str) -> float:
     if not 1 <= seconds <= MAX_HOOK_WAIT:  # also false for NaN
         raise SettingsError(f"--hook-wait must be 1 to {MAX_HOOK_WAIT} seconds, not {text!r}")
     return seconds
+
+
+def positive_number(text: str, flag: str, *, whole: bool = False) -> float:
+    """``text`` as a number above 0 (a whole one when ``whole``), or
+    SettingsError naming ``flag``."""
+    try:
+        number = float(int(text)) if whole else float(text)
+    except ValueError:
+        number = -1.0
+    if not 0 < number < float("inf"):  # also false for NaN
+        kind = "a whole number" if whole else "a number"
+        raise SettingsError(f"{flag} must be {kind} above 0, not {text!r}")
+    return number
 
 
 def listen_address(text: str) -> tuple[str, int]:

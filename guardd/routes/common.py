@@ -40,7 +40,13 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from guardd import bodies
-from guardd.auth import Authenticator, require_admin, require_agent, require_agent_or_admin
+from guardd.auth import (
+    Authenticator,
+    UnknownToken,
+    require_admin,
+    require_agent,
+    require_agent_or_admin,
+)
 from guardd.config import DEFAULT_HOOK_WAIT
 from guardd.endpoints import (
     ADMIN,
@@ -210,6 +216,7 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
     view = declared.view
     taken = arguments(declared)
     authenticate = service.guard.auth.caller
+    identify = service.guard.auth.identify
     find = service.guard.registry.ref
     token = declared.caller is not PUBLIC
     admin_only = declared.caller is ADMIN
@@ -224,7 +231,10 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
 
     async def serve(**args: Any) -> Response:
         if token:
-            who = authenticate(request.headers.get("Authorization"))
+            try:
+                who = authenticate(request.headers.get("Authorization"))
+            except UnknownToken as unknown:
+                who = await identify(unknown)
             if on_agent:
                 agent_id = args["agent_id"] if keep_agent_id else args.pop("agent_id")
                 if admin_only:
