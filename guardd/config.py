@@ -346,6 +346,8 @@ def tracing_wanted(env: Mapping[str, str]) -> bool:
                 )
             break
     return True
+
+
 def _oidc(args: argparse.Namespace, env: Mapping[str, str]) -> OidcConfig | None:
     roles = args.oidc_role or [r for r in env.get("GUARD_OIDC_ROLES", "").split(",") if r.strip()]
     if not args.oidc_issuer:
