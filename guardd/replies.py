@@ -83,6 +83,16 @@ class PublicKey:
     algorithm: Literal["ed25519"]
 
 
+@attrs.frozen(kw_only=True)
+class AuthConfig:
+    """How the console signs people in: the OpenID Connect issuer, the public
+    client to use at it (Authorization Code with PKCE) and the scopes to ask for."""
+
+    issuer: str = doc("The issuer's URL; its discovery document is below it.")
+    client_id: str = doc("The console's client ID at the issuer: the audience guardd accepts.")
+    scopes: list[str] = doc("The scopes to ask for; always includes `openid`.")
+
+
 # -- agents ------------------------------------------------------------------------
 
 

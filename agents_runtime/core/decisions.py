@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from agents_runtime.core.answers import Allowed, Denied, Pending
 from agents_runtime.core.checks import DENY_SCARS, Verdict, decide
 from agents_runtime.core.entries import (
     BY_TIMER,
@@ -36,20 +37,16 @@ from agents_runtime.core.entries import (
 )
 from agents_runtime.core.scars import add_scar
 from agents_runtime.core.state import (
-    NO_LINES,
     NO_TAGS,
     STATUS_CODES,
     Action,
     AgentState,
     Lines,
-    action_json,
     action_of,
     action_status,
     expired_actions,
     known_action,
     parse_ts,
-    pending_json,
-    receipt,
     request_line,
 )
 from agents_runtime.core.termination import terminate_if_exhausted
@@ -141,36 +138,31 @@ def conclude(
         if verdict.rule is not None:
             fields["rule"] = verdict.rule
         allowed = yield fields
-        decision = {
-            "decision": _ALLOWED,
-            "action_id": action_id,
-            "cost": charge,
-            "remaining": remaining,
-            "receipt": receipt(request_line(request), allowed.line[:-1]),
-        }
-        if grant is not None:
-            decision["grant_id"] = grant
-        if verdict.rule is not None:
-            decision["rule"] = verdict.rule
+        decision = Allowed(
+            action_id,
+            charge,
+            remaining,
+            (request_line(request), allowed.line[:-1]),
+            grant,
+            verdict.rule,
+        )
         yield from terminate_if_exhausted(remaining, charge, state.alive)
         return decision
     if verdict.decision == _PENDING:
         held = {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
-        decision = {"decision": _PENDING, "action_id": action_id}
         if verdict.rule is not None:
-            held["rule"] = decision["rule"] = verdict.rule
+            held["rule"] = verdict.rule
         yield held
-        return decision
+        return Pending(action_id, verdict.rule)
     reason = verdict.reason or {}
     denied: dict[str, Any] = {"kind": Kind.ACTION_DENIED, "action_id": action_id, "reason": reason}
     if approver is not None:
         denied["by"] = approver
-    decision = {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
     if verdict.rule is not None:
-        denied["rule"] = decision["rule"] = verdict.rule
+        denied["rule"] = verdict.rule
     yield denied
     yield from _denial_scar(state, action_id, reason)
-    return decision
+    return Denied(action_id, reason, verdict.rule)
 
 
 def _denial_scar(state: AgentState, action_id: str, reason: dict[str, Any]) -> Steps:
@@ -239,7 +231,8 @@ def reject(state: AgentState, cmd: Reject, now: float, lines: Lines) -> Steps:
     }
     if cmd.scar is not None:
         yield from add_scar(state, cmd.scar, cmd.reason, action.action_id, cmd.approver)
-    return {"decision": Decision.DENIED, "action_id": action.action_id, "reason": action.reason}
+    assert action.reason is not None  # set by the fold of its action_rejected
+    return Denied(action.action_id, action.reason)
 
 
 def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
@@ -250,8 +243,9 @@ def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
     yield fields
-    # A cancelled action is held and has no receipt: its view reads nothing.
-    return action_json(state, known_action(state, action.action_id), NO_LINES)
+    # Reply: the action's number. A cancelled action is held and has no
+    # receipt: its view reads nothing.
+    return known_action(state, action.action_id)
 
 
 def expire_due(state: AgentState, now: float) -> Steps:
@@ -264,8 +258,11 @@ def expire_due(state: AgentState, now: float) -> Steps:
         yield {"kind": Kind.APPROVAL_EXPIRED, "action_id": action_id, "timeout_secs": timeout}
 
 
-def list_pending(state: AgentState, cmd: ListPending, now: float, lines: Lines) -> Any:
-    return {"pending": [pending_json(a, state) for a in state.pending.values()]}
+def list_pending(
+    state: AgentState, cmd: ListPending, now: float, lines: Lines
+) -> dict[str, Action]:
+    """Reply: the pending actions by ID, oldest first."""
+    return state.pending
 
 
 # -- folds ------------------------------------------------------------------------------

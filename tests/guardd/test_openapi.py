@@ -52,7 +52,15 @@ ALL_CODES = [
     "read_only",
     "unavailable",
 ]
-PUBLIC = {"/healthz", "/readyz", "/v1/public-key", "/v1/openapi.json", "/", "/console/{name}"}
+PUBLIC = {
+    "/healthz",
+    "/readyz",
+    "/v1/public-key",
+    "/v1/auth/config",
+    "/v1/openapi.json",
+    "/",
+    "/console/{name}",
+}
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 POLICY: dict[str, Any] = {
     "budget": 10,
@@ -540,6 +548,7 @@ def test_answers_of_the_main_flows_match_the_document(
         ck(admin.post("/v1/agents", content=b"x" * (1024 * 1024 + 1)))  # 413
         ck(admin.post("/v1/agents", content=b"{"))  # 400
         ck(anonymous.post("/v1/agents", json={}))  # 401
+        ck(anonymous.get("/v1/auth/config"))  # 404: no --oidc-issuer
 
         # budget exhausted by an allowed action: still `allowed`, then terminated
         ck(
