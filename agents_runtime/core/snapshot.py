@@ -35,6 +35,7 @@ import sys
 import types
 import typing
 from array import array
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -44,7 +45,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from agents_runtime.core.grants import Grant
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
-from agents_runtime.core.state import NO_GRANTS, SAME_AS, AgentState
+from agents_runtime.core.state import NO_GRANTS, NO_TAGS, SAME_AS, AgentState
 
 
 class ArrayOf:
@@ -111,6 +112,20 @@ def _grants(value: Any, _: Any) -> dict[str, Grant]:
     return {str(key): _converter.structure(item, Grant) for key, item in value.items()}
 
 
+def _instant(value: Any, _: Any) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"expected an ISO 8601 time, not {type(value).__name__}")
+    return datetime.fromisoformat(value)
+
+
+def _tags(value: Any, _: Any) -> dict[str, datetime]:
+    if not value:
+        return NO_TAGS  # shared by every agent that never used a tag
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, not {type(value).__name__}")
+    return {str(tag): _instant(at, None) for tag, at in value.items()}
+
+
 def _is_array(kind: Any) -> bool:
     return typing.get_origin(kind) is ArrayOf or kind is ArrayOf
 
@@ -168,6 +183,10 @@ _converter.register_unstructure_hook(array, _array_json)
 _converter.register_unstructure_hook_func(_is_array, _array_json)
 _converter.register_structure_hook_func(_is_array, _array)
 _converter.register_structure_hook_func(lambda kind: kind == dict[str, Grant], _grants)
+# A record's ts as written (microseconds, UTC offset): isoformat gives it back exactly.
+_converter.register_unstructure_hook(datetime, datetime.isoformat)
+_converter.register_structure_hook(datetime, _instant)
+_converter.register_structure_hook_func(lambda kind: kind == dict[str, datetime], _tags)
 _converter.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
 _converter.register_structure_hook_factory(attrs.has, _structure_factory)
 
