@@ -13,6 +13,9 @@ Tables:
 - ``guard_meta``: one value per key: the schema version, the audit public
   key (hex) and the fingerprint of ``token.key`` recorded at the first start
   (never a secret), which every later node must match.
+- ``guard_snapshots``: each agent's newest state snapshot, the bytes the
+  file store keeps in ``snapshots/<agent_id>.snapshot``, and its seq: a
+  node replaces it only by a newer one (version 4).
 - ``guard_agents``: one row per agent, with the ``log_id`` of its genesis
   record; inserted in the transaction that appends the genesis and policy
   records, so creating one agent on two nodes at once gives one row.
@@ -42,7 +45,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 NOTIFY_CHANNEL: Final = "guard_log_appended"
 
 # Any fixed 64-bit number; it only has to differ from the other advisory
@@ -188,6 +191,17 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             where not (b.agent_id = any(moved)) and not (b.agent_id = any(gone));
         end
         $$
+        """,
+    ),
+    4: (
+        # State snapshots (agents_runtime/log/snapshot.py): written by any
+        # node, only ever replaced by a newer one; verified when read.
+        """
+        create table guard_snapshots (
+            agent_id text primary key,
+            seq bigint not null check (seq >= 0),
+            data bytea not null
+        )
         """,
     ),
 }
