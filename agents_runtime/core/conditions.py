@@ -24,6 +24,8 @@ from typing import Any
 import attrs
 from cel_expr_python import cel
 
+from agents_runtime.log.canonical import MAX_SAFE_INT
+
 _T = cel.Type
 # What ``when`` can read. ``agent`` and ``history`` are declared field by
 # field (as qualified names) so that each field has a type the checker knows:
@@ -134,8 +136,10 @@ _last = (0.0, _EPOCH)  # the last now timestamp() converted, and its instant
 
 
 def json_value(value: Any) -> Any:
-    """A JSON value as CEL takes it: a Decimal (a non-integer JSON number)
-    becomes a double; the value itself when it holds none."""
+    """A JSON value as CEL takes it, as its log line reads back: a Decimal
+    (a JSON number with a fraction or an exponent) becomes an int when it is
+    whole (as RFC 8785 writes it), else a double; the value itself when it
+    holds none."""
     kind = type(value)
     if kind is dict:
         for item in value.values():
@@ -149,6 +153,10 @@ def json_value(value: Any) -> Any:
         items = [json_value(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if kind is Decimal:
+        # The log writes a whole number as an integer (2.0 as 2) and reads
+        # it back so: a rule sees it as that int, live as on replay.
+        if abs(value) <= MAX_SAFE_INT and value == value.to_integral_value():
+            return int(value)
         return float(value)
     return value
 

@@ -286,6 +286,22 @@ def test_has_lets_a_rule_avoid_a_missing_key(api: Api) -> None:
     assert ok(agent.act("t", input={"cc": "a"}))["decision"] == "allowed"
 
 
+def test_a_whole_number_written_with_a_fraction_reads_as_the_log_keeps_it(
+    fresh_api: Api,
+) -> None:
+    # The log writes 2.0 as 2 (RFC 8785): a rule must see the int it reads
+    # back, or an approval after a restart (and a replay) decides otherwise.
+    api = fresh_api
+    rules = [_rule("whole", "type(input.n) == int", "require_approval")]
+    agent = api.create(policy=_policy({"rules": rules}))
+    held = ok(agent.act("t", input={"n": 2.0}))
+    assert (held["decision"], held["rule"]) == ("pending_approval", "whole")
+    assert api.server.stop() == 0
+    api.server.start()
+    approved = ok(api.approve(agent, held["action_id"]))
+    assert (approved["decision"], approved["rule"]) == ("allowed", "whole")
+
+
 # -- history ------------------------------------------------------------------------
 
 
