@@ -193,7 +193,7 @@ def _tools(value: Any, _: Any) -> dict[str, ToolRule]:
 def _short_name(value: Any, _: Any) -> ShortName:
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME:
         raise ValueError(f"must be a string of 1 to {MAX_NAME} characters")
-    if any(c < " " or c == "\x7f" for c in value):
+    if any(c < " " or "\x7f" <= c <= "\x9f" for c in value):  # C0, DEL and C1
         raise ValueError("must not contain control characters")
     return ShortName(value)
 

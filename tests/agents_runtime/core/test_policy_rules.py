@@ -131,6 +131,12 @@ BAD = [
         id="control-name",
     ),
     pytest.param(
+        # NEL (U+0085), a C1 control: a line break to some log viewers.
+        {"rules": [{"name": "a\x85b", "when": "true", "effect": "deny"}]},
+        "$.tools.send_email.rules[0].name: must not contain control characters",
+        id="c1-control-name",
+    ),
+    pytest.param(
         {"rules": [{"name": "a", "when": "true", "effect": "deny", "sacr": "minor"}]},
         "$.tools.send_email.rules[0].sacr: unknown key",
         id="unknown-key",
