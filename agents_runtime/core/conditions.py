@@ -137,9 +137,9 @@ _last = (0.0, _EPOCH)  # the last now timestamp() converted, and its instant
 
 def json_value(value: Any) -> Any:
     """A JSON value as CEL takes it, as its log line reads back: a Decimal
-    (a JSON number with a fraction or an exponent) becomes an int when it is
-    whole (as RFC 8785 writes it), else a double; the value itself when it
-    holds none."""
+    (a JSON number with a fraction or an exponent) becomes an int when its
+    double is whole (as RFC 8785 writes it), else that double; the value
+    itself when it holds none."""
     kind = type(value)
     if kind is dict:
         for item in value.values():
@@ -153,11 +153,13 @@ def json_value(value: Any) -> Any:
         items = [json_value(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if kind is Decimal:
-        # The log writes a whole number as an integer (2.0 as 2) and reads
-        # it back so: a rule sees it as that int, live as on replay.
-        if abs(value) <= MAX_SAFE_INT and value == value.to_integral_value():
-            return int(value)
-        return float(value)
+        # The log writes the number's double, a whole one as an integer (2.0,
+        # and 2.0000000000000001, as 2), and reads it back so: a rule sees
+        # that int, live as on replay.
+        number = float(value)
+        if number.is_integer() and abs(number) <= MAX_SAFE_INT:
+            return int(number)
+        return number
     return value
 
 

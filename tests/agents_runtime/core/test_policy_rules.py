@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from agents_runtime.core.conditions import compile_condition
+from agents_runtime.core.conditions import compile_condition, json_value
 from agents_runtime.core.policy import parse_policy, policy_json
 from agents_runtime.errors import PolicyError
+from agents_runtime.log.canonical import dumps, loads
 
 RULES = [
     {"name": "internal", "when": "input.to.endsWith('@example.com')", "effect": "allow"},
@@ -225,3 +226,15 @@ def test_webhook_events_of_a_held_call_name_the_rule_that_decided_it() -> None:
     denied["reason"] = {"code": "policy_rule", "rule": "r", "message": "m"}
     _, data = KINDS["action_denied"].announces(denied, requested)
     assert data["rule"] == "r"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2", "2.0", "-0.0", "1e2", "0.1", "2.0000000000000001", "1e-400", "123456789.123456789012"],
+)
+def test_a_rule_sees_an_input_number_as_its_log_line_reads_back(text: str) -> None:
+    # Live, a request's number is the Decimal of its text; replayed, the
+    # number RFC 8785 wrote: the two must be the same CEL value and type.
+    live = json_value(loads(text))
+    replayed = json_value(loads(dumps(loads(text))))
+    assert (type(live), live) == (type(replayed), replayed)
