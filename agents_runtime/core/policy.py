@@ -20,7 +20,7 @@ from agents_runtime.core.money import ZERO, Money, positive, to_money
 from agents_runtime.core.validation import error_messages
 from agents_runtime.core.vocabulary import Effect, Severity
 from agents_runtime.errors import PolicyError
-from agents_runtime.log.canonical import MAX_SAFE_INT
+from agents_runtime.log.canonical import MAX_SAFE_INT, dumps, loads
 
 PositiveNumber = NewType("PositiveNumber", Decimal)
 PositiveInt = NewType("PositiveInt", int)
@@ -108,6 +108,10 @@ def input_amount(path: str, tool_input: Any) -> Money | str:
         if type(value) is not dict or key not in value:
             return f"input.{path} is missing"
         value = value[key]
+    if type(value) is Decimal:
+        # As the log writes it and reads it back (2.0000000000000001 as 2):
+        # a replay of the call must read the very same amount.
+        value = loads(dumps(value))
     try:
         return to_money(value)
     except ValueError as exc:

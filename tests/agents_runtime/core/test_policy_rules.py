@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agents_runtime.core.conditions import compile_condition, json_value
-from agents_runtime.core.policy import parse_policy, policy_json
+from agents_runtime.core.policy import charge_for, parse_policy, policy_json
 from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import dumps, loads
 
@@ -238,3 +238,13 @@ def test_a_rule_sees_an_input_number_as_its_log_line_reads_back(text: str) -> No
     live = json_value(loads(text))
     replayed = json_value(loads(dumps(loads(text))))
     assert (type(live), live) == (type(replayed), replayed)
+
+
+@pytest.mark.parametrize("text", ["2.0000000000000001", "0.1000000000000000055", "1e-400", "0.1"])
+def test_a_cost_from_amount_is_read_as_its_log_line_reads_back(text: str) -> None:
+    # An amount more precise than the log's double must charge (or fail) the
+    # same live as on replay, or a request could make its own log unprovable.
+    rule = parse_policy(_with_tool({"cost_from": "amount"})).tools["send_email"]
+    live = charge_for(rule, None, {"amount": loads(text)})
+    replayed = charge_for(rule, None, loads(dumps({"amount": loads(text)})))
+    assert live == replayed
