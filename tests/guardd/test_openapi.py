@@ -522,6 +522,13 @@ def test_answers_of_the_main_flows_match_the_document(
             ck(admin.request("DELETE", "/v1/policies/fleet"))  # 409
             ck(admin.put(f"{base}/policy", json={**POLICY, "default": None}))
             ck(admin.request("DELETE", "/v1/policies/fleet"))
+            ck(admin.get(f"{base}/shadow"))  # 404
+            ck(admin.put(f"{base}/shadow", json={"budget": 1}))  # 400
+            ck(admin.put(f"{base}/shadow", json=POLICY))
+            ck(agent.post(f"{base}/actions", json={"tool": "search"}))
+            ck(admin.get(f"{base}/shadow"))
+            ck(admin.request("DELETE", f"{base}/shadow"))
+            ck(admin.request("DELETE", f"{base}/shadow"))  # 404
             ck(
                 admin.post(
                     f"{base}/scars", json={"severity": "minor", "reason": "r", "action_id": "act-1"}
