@@ -503,8 +503,10 @@ def parse_create_agent(value: Any) -> NewAgent:
     """A new agent's body: its ID, then its policy (errors name ``$.policy...``)
     or the named policy it follows."""
     body = parse_body(value, CreateAgent)
-    if (body.policy is None) == (body.policy_ref is None):
-        raise BadRequest("$: give either policy or policy_ref")
+    if body.policy is None and body.policy_ref is None:
+        raise BadRequest("$.policy: required key missing (or policy_ref, a named policy)")
+    if body.policy is not None and body.policy_ref is not None:
+        raise BadRequest("$: give policy or policy_ref, not both")
     if body.policy_ref is not None:
         return NewAgent(body.agent_id, None, body.policy_ref)
     return NewAgent(body.agent_id, parse_policy_body(body.policy, "$.policy"))
