@@ -106,17 +106,18 @@ class PolicyBody:
     )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class CreateAgent:
-    """A new agent and its policy: one of its own (`policy`), or a named
-    policy it follows (`policy_ref`); exactly one of the two."""
+    agent_id: AgentId
+    policy: PolicyBody
+
+
+@attrs.frozen(kw_only=True)
+class CreateFollower:
+    """A new agent that follows a named policy from its newest version on."""
 
     agent_id: AgentId
-    policy: PolicyBody = optional("The agent's own policy.")
-    policy_ref: PolicyName = optional(
-        "A named policy (`PUT /v1/policies/{policy_name}`): the agent starts with its newest "
-        "version and follows each new one."
-    )
+    policy_ref: PolicyName = doc("The named policy (`PUT /v1/policies/{policy_name}`).")
 
 
 class NewAgent(NamedTuple):
@@ -423,6 +424,7 @@ _converter.register_structure_hook(PolicyBody, lambda v, _: v)
 # The request bodies, under the names the OpenAPI document gives them.
 BODIES: dict[str, type[Any]] = {
     "CreateAgent": CreateAgent,
+    "CreateFollower": CreateFollower,
     "ActionRequest": ActionRequest,
     "OutcomeReport": OutcomeReport,
     "Approve": ApproveBody,
@@ -500,16 +502,15 @@ def parse_policy_body(value: Any, path: str = "$") -> Policy:
 
 
 def parse_create_agent(value: Any) -> NewAgent:
-    """A new agent's body: its ID, then its policy (errors name ``$.policy...``)
-    or the named policy it follows."""
-    body = parse_body(value, CreateAgent)
-    if body.policy is None and body.policy_ref is None:
-        raise BadRequest("$.policy: required key missing (or policy_ref, a named policy)")
-    if body.policy is not None and body.policy_ref is not None:
-        raise BadRequest("$: give policy or policy_ref, not both")
-    if body.policy_ref is not None:
+    """A new agent's body: its ID, then its policy (errors name ``$.policy...``),
+    or (with ``policy_ref``) the named policy it follows."""
+    if isinstance(value, dict) and "policy_ref" in value:
+        if "policy" in value:
+            raise BadRequest("$: give policy or policy_ref, not both")
+        body = parse_body(value, CreateFollower)
         return NewAgent(body.agent_id, None, body.policy_ref)
-    return NewAgent(body.agent_id, parse_policy_body(body.policy, "$.policy"))
+    created = parse_body(value, CreateAgent)
+    return NewAgent(created.agent_id, parse_policy_body(created.policy, "$.policy"))
 
 
 def parse_policy_or_ref(value: Any) -> PolicyOrRef:
@@ -539,7 +540,7 @@ def parse_claude_code_hook(value: Any) -> ClaudeCodeHook:
 # What turns each body into what its route is handed; any other body model is
 # structured as itself by parse_body.
 PARSERS: dict[Any, Callable[[Any], Any]] = {
-    CreateAgent: parse_create_agent,
+    CreateAgent | CreateFollower: parse_create_agent,
     PolicyBody | PolicyRef: parse_policy_or_ref,
     GrantBody: parse_grant_body,
     PolicyBody: parse_policy_body,

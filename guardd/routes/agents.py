@@ -23,7 +23,7 @@ _AFTER = "The agent's status after the step."
     "/v1/agents",
     "Create an agent with its policy",
     caller=ADMIN,
-    body=bodies.CreateAgent,
+    body=bodies.CreateAgent | bodies.CreateFollower,
     reply=Reply(replies.CreatedAgent, "Created: the agent's status and its token.", status=201),
     writes=True,
     errors=("agent_exists", "not_found"),
