@@ -46,6 +46,7 @@ class Decision:
     reason: dict[str, Any] | None = None
     receipt: tuple[str, ...] | None = None
     grant_id: str | None = None
+    rule: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -137,6 +138,9 @@ class ToolRule:
     requires_approval: bool
     max_calls: int | None = None
     approval_timeout_secs: Decimal | None = None
+    rules: tuple[dict[str, Any], ...] | None = None
+    tags: tuple[str, ...] | None = None
+    cost_from: str | None = None
 
 
 @attrs.frozen

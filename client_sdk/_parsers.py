@@ -39,6 +39,7 @@ from client_sdk._read import (
     opt_integer,
     opt_model,
     opt_number,
+    opt_objects,
     opt_strings,
     string,
     word,
@@ -57,6 +58,7 @@ def parse_decision(body: Any) -> Decision:
         reason=opt(obj, "reason", dict),
         receipt=opt_strings(obj, "receipt"),
         grant_id=opt(obj, "grant_id", str),
+        rule=opt(obj, "rule", str),
     )
 
 
@@ -122,6 +124,9 @@ def parse_tool_rule(body: Any) -> ToolRule:
         requires_approval=boolean(obj, "requires_approval"),
         max_calls=opt_integer(obj, "max_calls"),
         approval_timeout_secs=opt_number(obj, "approval_timeout_secs"),
+        rules=opt_objects(obj, "rules"),
+        tags=opt_strings(obj, "tags"),
+        cost_from=opt(obj, "cost_from", str),
     )
 
 

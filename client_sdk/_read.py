@@ -87,6 +87,10 @@ def objects(obj: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return items
 
 
+def opt_objects(obj: dict[str, Any], key: str) -> tuple[dict[str, Any], ...] | None:
+    return None if obj.get(key) is None else tuple(objects(obj, key))
+
+
 def strings(obj: dict[str, Any], key: str) -> tuple[str, ...]:
     items = obj.get(key)
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):

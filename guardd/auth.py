@@ -1,7 +1,11 @@
-"""Who is calling: the admin, an agent, or nobody.
+"""Who is calling: the admin, an agent, a person signed in with OpenID
+Connect, or nobody.
 
 Agent tokens are derived from ``keys/token.key`` and checked by recomputing
-the HMAC; no token list is kept. Every comparison is constant-time.
+the HMAC; no token list is kept. Every comparison is constant-time. The admin
+and agent tokens are checked without awaiting anything (the decision path);
+only a token that is neither goes on to ``Authenticator.identify``, which
+asks ``guardd.oidc`` when an issuer is configured.
 """
 
 from __future__ import annotations
@@ -13,22 +17,35 @@ import attrs
 from agents_runtime.core.commands import ADMIN, AGENT
 from agents_runtime.log.keys import agent_token_valid, token_agent_id
 from guardd.errors import ApiForbidden, Unauthorized
+from guardd.oidc import Oidc, OidcIdentity
 
 
 @attrs.frozen
 class Caller:
     role: str  # ADMIN or AGENT
     agent_id: str | None = None
+    # Who signed in, when the caller is a person of the OIDC issuer.
+    identity: OidcIdentity | None = None
 
     @property
     def is_admin(self) -> bool:
         return self.role == ADMIN
 
 
+class UnknownToken(Unauthorized):
+    """401 for a token that is neither the admin's nor an agent's; with
+    an OIDC issuer configured, ``Authenticator.identify`` looks further."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__("invalid token")
+        self.token = token
+
+
 @attrs.frozen
 class Authenticator:
     admin_token: str
     token_key: bytes
+    oidc: Oidc | None = None
 
     def caller(self, header: str | None) -> Caller:
         if not header:
@@ -44,7 +61,24 @@ class Authenticator:
             return Caller(ADMIN)
         if agent_token_valid(self.token_key, token):
             return Caller(AGENT, token_agent_id(token))
-        raise Unauthorized("invalid token")
+        raise UnknownToken(token)
+
+    async def identify(self, unknown: UnknownToken) -> Caller:
+        """The caller of a token ``caller`` did not know: a person of the
+        OIDC issuer, or 401. Until operators' roles reach every endpoint, a
+        person holding ``admin`` acts as the admin token does, and anyone
+        else is 403 naming the role they lack."""
+        if self.oidc is None:
+            raise unknown
+        identity = await self.oidc.identify(unknown.token)
+        if identity is None:
+            raise unknown
+        if "admin" not in identity.roles:
+            held = ", ".join(sorted(identity.roles)) or "no role"
+            raise ApiForbidden(
+                f"this endpoint needs the admin role; {identity.display} holds {held}"
+            )
+        return Caller(ADMIN, identity=identity)
 
 
 def require_admin(caller: Caller) -> None:

@@ -28,7 +28,7 @@ from agents_runtime.core.behaviour import SYSTEM
 from agents_runtime.core.money import Money, to_money
 from agents_runtime.core.policy import MAX_TOOL_NAME, Policy, parse_policy
 from agents_runtime.core.validation import error_messages
-from agents_runtime.core.vocabulary import Outcome, Severity
+from agents_runtime.core.vocabulary import Effect, Outcome, Severity
 from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import MAX_SAFE_INT
 from agents_runtime.log.policies import valid_name
@@ -63,6 +63,21 @@ MAX_TEXT = 4096
 
 
 @attrs.frozen(kw_only=True)
+class RuleBody:
+    """A policy rule: when `when` (a CEL expression) is true for a call, `effect`
+    decides it and the rules after it are not evaluated. `when` reads `tool`,
+    `input`, `agent` (`budget`, `spent`, `remaining`, `scar_score`,
+    `actions_allowed`), `history` (`tags_used`, `tag_last_used`, `calls`) and
+    `now`, nothing else."""
+
+    name: str = doc("1 to 64 characters, no control characters; unique in its list.")
+    when: str = doc("A CEL expression giving a boolean, e.g. `double(input.amount) > 100.0`.")
+    effect: Effect
+    message: str = optional("A `deny` rule's message (in its denial's reason).")
+    scar: Severity = optional("A `deny` rule's scar on each denial (default: none).")
+
+
+@attrs.frozen(kw_only=True)
 class ToolRuleBody:
     """A tool rule. Every key is optional."""
 
@@ -74,6 +89,20 @@ class ToolRuleBody:
     approval_timeout_secs: Positive | None = optional(
         "Seconds a held call of this tool may wait for an operator before it "
         "expires; overrides the policy's `approval_timeout_secs`."
+    )
+    rules: list[RuleBody] = optional(
+        "Evaluated in order before the other checks; the first whose `when` is true "
+        "decides (`deny`: denied `policy_rule`; `require_approval`: held; `allow`: "
+        "allowed even when `requires_approval` is true). None true: `requires_approval` "
+        "decides."
+    )
+    tags: list[str] = optional(
+        "Short names (1 to 64 characters) that `history.tags_used` remembers of each allowed call."
+    )
+    cost_from: str = optional(
+        "A key (or dotted key path) of the input whose value is the call's money "
+        "amount: the charge is the largest of the request's `cost`, `cost` and that "
+        "value. Missing or not a number: denied `policy_error`."
     )
 
 
@@ -443,6 +472,7 @@ BODIES: dict[str, type[Any]] = {
 NAMES: dict[type[Any], str] = {
     **{model: name for name, model in BODIES.items()},
     ToolRuleBody: "ToolRule",
+    RuleBody: "Rule",
     RateLimitBody: "RateLimit",
 }
 

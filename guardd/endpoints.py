@@ -145,6 +145,8 @@ class Endpoint:
         if self.caller is not PUBLIC:
             codes += ["unauthorized", "forbidden"]
         codes.append("internal")
+        if self.caller is not PUBLIC:
+            codes.append("unavailable")  # an OIDC token while its issuer cannot be reached
         if self.has_agent:
             codes += ["not_found", "quarantined"]
         if self.query or self.headers:

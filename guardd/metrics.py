@@ -161,9 +161,9 @@ class AgentsCollector(Collector):
                 terminated += 1
             pending += len(state.pending)
             log_bytes += actor.committed.size
-        for agent_id in agents.quarantined:
-            # A quarantined log is left as it is in the store; so few that a size each is cheap.
-            log_bytes += agents.store.size(agent_id)
+        # A quarantined log is left as it is in the store: its size when it
+        # was quarantined (a scrape never asks the store, on the event loop).
+        log_bytes += sum(agents.quarantined_bytes.values())
         by_state, pending_family, bytes_family = self._families()
         by_state.add_metric(("active",), active)
         by_state.add_metric(("terminated",), terminated)

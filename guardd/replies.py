@@ -26,7 +26,7 @@ from agents_runtime.core.vocabulary import (
 )
 from agents_runtime.core.vocabulary import Decision as Word
 from agents_runtime.log.kinds import Kind
-from guardd.bodies import RateLimitBody
+from guardd.bodies import RateLimitBody, RuleBody
 from guardd.wire import (
     ActionId,
     AgentId,
@@ -82,6 +82,16 @@ class PublicKey:
 
     public_key: Hex64
     algorithm: Literal["ed25519"]
+
+
+@attrs.frozen(kw_only=True)
+class AuthConfig:
+    """How the console signs people in: the OpenID Connect issuer, the public
+    client to use at it (Authorization Code with PKCE) and the scopes to ask for."""
+
+    issuer: str = doc("The issuer's URL; its discovery document is below it.")
+    client_id: str = doc("The console's client ID at the issuer: the audience guardd accepts.")
+    scopes: list[str] = doc("The scopes to ask for; always includes `openid`.")
 
 
 # -- agents ------------------------------------------------------------------------
@@ -191,6 +201,9 @@ class ToolRuleInForce:
         "Seconds a held call of this tool may wait for an operator before it expires; "
         "overrides the policy's `approval_timeout_secs`."
     )
+    rules: list[RuleBody] = optional("The tool's rules, in order; absent: none.")
+    tags: list[str] = optional("The tool's tags; absent: none.")
+    cost_from: str = optional("The input key whose value is the call's amount; absent: none.")
 
 
 @attrs.frozen(kw_only=True)
@@ -266,6 +279,22 @@ class ToolNotAllowedReason:
 
 
 @attrs.frozen(kw_only=True)
+class PolicyRuleReason:
+    code: Literal[ReasonCode.POLICY_RULE]
+    rule: str = doc("The name of the `deny` rule whose `when` was true.")
+    message: str = doc("The rule's message, else `denied by rule <name>`.")
+    scar: Severity = optional("The scar the rule adds, when it sets one.")
+
+
+@attrs.frozen(kw_only=True)
+class PolicyErrorReason:
+    code: Literal[ReasonCode.POLICY_ERROR]
+    rule: str = optional("The rule whose `when` could not be evaluated for this call.")
+    cost_from: str = optional("The tool's `cost_from`, when its value is missing or wrong.")
+    message: str = doc("What is wrong, e.g. a key the input does not have.")
+
+
+@attrs.frozen(kw_only=True)
 class ToolCallLimitReason:
     code: Literal[ReasonCode.TOOL_CALL_LIMIT]
     tool: Tool
@@ -306,12 +335,17 @@ class CancelledReason:
     reason: str = optional()
 
 
+_DECIDED_BY = "The policy rule that decided it, when one did (its `when` was true)."
+
+
 class DenyReason(OneOf):
     """Why an action was denied: `code` and its fields."""
 
     variants = (
         TerminatedReason,
         ToolNotAllowedReason,
+        PolicyRuleReason,
+        PolicyErrorReason,
         ToolCallLimitReason,
         RateLimitedReason,
         InsufficientBudgetReason,
@@ -329,6 +363,7 @@ class AllowedDecision:
     remaining: Amount = doc("What is left after this charge.")
     receipt: Receipt = optional()
     grant_id: GrantId = optional(_DRAWN_ON)
+    rule: str = optional(_DECIDED_BY)
 
 
 @attrs.frozen(kw_only=True)
@@ -336,12 +371,14 @@ class DeniedDecision:
     decision: Literal[Word.DENIED]
     action_id: ActionId
     reason: DenyReason
+    rule: str = optional(_DECIDED_BY)
 
 
 @attrs.frozen(kw_only=True)
 class PendingDecision:
     decision: Literal[Word.PENDING_APPROVAL]
     action_id: ActionId
+    rule: str = optional(_DECIDED_BY)
 
 
 class Decision(OneOf):

@@ -32,7 +32,7 @@ from agents_runtime.core.entries import (
     settles_nothing,
 )
 from agents_runtime.core.policy import Policy, charge_for, parse_policy, policy_json
-from agents_runtime.core.state import AgentState, Lines, parse_ts, status_json
+from agents_runtime.core.state import AgentState, Lines, parse_ts
 from agents_runtime.core.termination import terminate_if_due
 from agents_runtime.errors import InvalidState, PolicyError
 from agents_runtime.log.kinds import Kind
@@ -74,7 +74,7 @@ def set_policy(state: AgentState, cmd: SetPolicy, now: float, lines: Lines) -> S
             if version >= cmd.version:
                 # A fan-out run again after a crash, or one that raced a
                 # newer version: the log holds this version or a later one.
-                return status_json(state)
+                return state
         fields["policy_ref"] = ref
         fields["version"] = cmd.version
     yield fields
@@ -82,17 +82,17 @@ def set_policy(state: AgentState, cmd: SetPolicy, now: float, lines: Lines) -> S
     # A shorter timeout applies at once: what it makes due expires now, in
     # the same write, not in a batch of its own at the same ts.
     yield from expire_due(state, now)
-    return status_json(state)
+    return state
 
 
-def get_status(state: AgentState, cmd: GetStatus, now: float, lines: Lines) -> Any:
-    return status_json(state)
+def get_status(state: AgentState, cmd: GetStatus, now: float, lines: Lines) -> AgentState:
+    return state
 
 
-def get_policy(state: AgentState, cmd: GetPolicy, now: float, lines: Lines) -> Any:
+def get_policy(state: AgentState, cmd: GetPolicy, now: float, lines: Lines) -> Policy:
     # Every loaded agent has one: a log without its policy record is quarantined.
     assert state.policy is not None
-    return policy_json(state.policy)
+    return state.policy
 
 
 def _fold_genesis(state: AgentState, r: Record) -> None:
@@ -108,7 +108,8 @@ def _fold_policy(state: AgentState, r: Record) -> None:
     state.remaining = policy.budget - spent
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
-        action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
+        charge, _ = charge_for(policy.rule_for(action.tool), action.requested_cost, action.input)
+        action.cost = Decimal(charge)
     state.expiry_dirty = True
 
 

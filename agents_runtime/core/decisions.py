@@ -10,11 +10,13 @@ those decisions; the request itself is in ``actions``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import attrs
 
+from agents_runtime.core.answers import Allowed, Denied, Pending
 from agents_runtime.core.checks import DENY_SCARS, Verdict, decide
 from agents_runtime.core.entries import (
     BY_TIMER,
@@ -36,19 +38,16 @@ from agents_runtime.core.entries import (
 from agents_runtime.core.scars import add_scar
 from agents_runtime.core.shadow import tally
 from agents_runtime.core.state import (
-    NO_LINES,
+    NO_TAGS,
     STATUS_CODES,
     Action,
     AgentState,
     Lines,
-    action_json,
     action_of,
     action_status,
     expired_actions,
     known_action,
     parse_ts,
-    pending_json,
-    receipt,
     request_line,
 )
 from agents_runtime.core.termination import terminate_if_exhausted
@@ -69,6 +68,7 @@ _ALLOWED_CODE = STATUS_CODES[ActionStatus.ALLOWED]
 _DENIED_CODE = STATUS_CODES[ActionStatus.DENIED]
 _PENDING_CODE = STATUS_CODES[ActionStatus.PENDING_APPROVAL]
 _CANCELLED_CODE = STATUS_CODES[ActionStatus.CANCELLED]
+_POLICY_RULE = ReasonCode.POLICY_RULE
 
 
 @attrs.frozen
@@ -141,41 +141,45 @@ def conclude(
             fields["grant_id"] = grant
         if shadow is not None:
             fields["shadow"] = shadow
+        if verdict.rule is not None:
+            fields["rule"] = verdict.rule
         allowed = yield fields
-        decision = {
-            "decision": _ALLOWED,
-            "action_id": action_id,
-            "cost": charge,
-            "remaining": remaining,
-            "receipt": receipt(request_line(request), allowed.line[:-1]),
-        }
-        if grant is not None:
-            decision["grant_id"] = grant
+        decision = Allowed(
+            action_id,
+            charge,
+            remaining,
+            (request_line(request), allowed.line[:-1]),
+            grant,
+            verdict.rule,
+        )
         yield from terminate_if_exhausted(remaining, charge, state.alive)
         return decision
     if verdict.decision == _PENDING:
-        held: dict[str, Any] = {
-            "kind": _APPROVAL_REQUIRED,
-            "action_id": action_id,
-            "cost": verdict.charge,
-        }
+        held = {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
+        if verdict.rule is not None:
+            held["rule"] = verdict.rule
         if shadow is not None:
             held["shadow"] = shadow
         yield held
-        return {"decision": _PENDING, "action_id": action_id}
+        return Pending(action_id, verdict.rule)
     reason = verdict.reason or {}
     denied: dict[str, Any] = {"kind": Kind.ACTION_DENIED, "action_id": action_id, "reason": reason}
     if approver is not None:
         denied["by"] = approver
+    if verdict.rule is not None:
+        denied["rule"] = verdict.rule
     if shadow is not None:
         denied["shadow"] = shadow
     yield denied
     yield from _denial_scar(state, action_id, reason)
-    return {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
+    return Denied(action_id, reason, verdict.rule)
 
 
 def _denial_scar(state: AgentState, action_id: str, reason: dict[str, Any]) -> Steps:
-    severity = DENY_SCARS[reason["code"]]
+    code = reason["code"]
+    # A deny rule sets its own scar, written into its reason (so finishing a
+    # denial a crash cut short, and replay, read it back).
+    severity = reason.get("scar") if code == _POLICY_RULE else DENY_SCARS[code]
     if severity is not None:
         yield from add_scar(state, severity, f"denied: {reason['code']}", action_id, SYSTEM)
 
@@ -213,7 +217,7 @@ def _decided_how(held: Action) -> str:
 
 def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
     action = pending_action(state, cmd.action_id)
-    verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
+    verdict = decide(state, action.tool, action.requested_cost, now, action.input, approving=True)
     return (
         yield from conclude(
             state,
@@ -237,7 +241,8 @@ def reject(state: AgentState, cmd: Reject, now: float, lines: Lines) -> Steps:
     }
     if cmd.scar is not None:
         yield from add_scar(state, cmd.scar, cmd.reason, action.action_id, cmd.approver)
-    return {"decision": Decision.DENIED, "action_id": action.action_id, "reason": action.reason}
+    assert action.reason is not None  # set by the fold of its action_rejected
+    return Denied(action.action_id, action.reason)
 
 
 def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
@@ -248,8 +253,9 @@ def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
     yield fields
-    # A cancelled action is held and has no receipt: its view reads nothing.
-    return action_json(state, known_action(state, action.action_id), NO_LINES)
+    # Reply: the action's number. A cancelled action is held and has no
+    # receipt: its view reads nothing.
+    return known_action(state, action.action_id)
 
 
 def expire_due(state: AgentState, now: float) -> Steps:
@@ -262,8 +268,11 @@ def expire_due(state: AgentState, now: float) -> Steps:
         yield {"kind": Kind.APPROVAL_EXPIRED, "action_id": action_id, "timeout_secs": timeout}
 
 
-def list_pending(state: AgentState, cmd: ListPending, now: float, lines: Lines) -> Any:
-    return {"pending": [pending_json(a, state) for a in state.pending.values()]}
+def list_pending(
+    state: AgentState, cmd: ListPending, now: float, lines: Lines
+) -> dict[str, Action]:
+    """Reply: the pending actions by ID, oldest first."""
+    return state.pending
 
 
 # -- folds ------------------------------------------------------------------------------
@@ -292,6 +301,7 @@ def _fold_approval_required(state: AgentState, r: Record) -> None:
     if q is None:
         raise _not_after_request(r)
     action = Action(request=q, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
+    action.rule = r.get("rule")
     shadow = state.shadow
     if shadow is not None:
         tally(state, shadow, r, _PENDING)
@@ -343,6 +353,22 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
     state.allowed_times.append(parse_ts(r["ts"]))
+    policy = state.policy
+    if policy is not None:
+        rule = policy.rule_for(tool)
+        if rule is not None and rule.tags:
+            _remember_tags(state, rule.tags, r["ts"])
+
+
+def _remember_tags(state: AgentState, tags: tuple[str, ...], ts: str) -> None:
+    """The tags of an allowed call, as the policy in force gives them, last
+    used at its record's ts (what a rule's ``history`` reads)."""
+    last_used = state.tag_last_used
+    if last_used is NO_TAGS:
+        last_used = state.tag_last_used = {}
+    at = datetime.fromisoformat(ts)
+    for tag in tags:
+        last_used[tag] = at
 
 
 def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
@@ -484,13 +510,15 @@ def _allowed_as_written(expected: Record, actual: Record) -> Record:
 
 # -- webhooks ---------------------------------------------------------------------------
 
-_DECIDED_FIELDS = ("approved_by", "by", "note", "reason", "cost", "timeout_secs")
+_DECIDED_FIELDS = ("approved_by", "by", "note", "reason", "cost", "timeout_secs", "rule")
 
 
 def _announces_held(record: Record, requested: Record | None) -> tuple[str, Record]:
     data = {"action_id": record["action_id"], "cost": record["cost"]}
     if requested is not None:
         data |= {"tool": requested["tool"], "input": requested["input"]}
+    if "rule" in record:
+        data["rule"] = record["rule"]
     return "approval.required", data
 
 

@@ -124,7 +124,7 @@ def shadow_of(
     state.policy = shadow.policy
     state.remaining = shadow.policy.budget - spent
     try:
-        verdict = decide(state, tool, requested_cost, now)
+        verdict = decide(state, tool, requested_cost, now, tool_input)
         decision = verdict.decision
         if decision == _PENDING and state.grants:
             if drawable(state.grants, tool, tool_input, verdict.charge, now) is not None:

@@ -25,7 +25,7 @@ from agents_runtime.core.entries import (
     settles_nothing,
 )
 from agents_runtime.core.money import ZERO
-from agents_runtime.core.state import AgentState, Lines, status_json
+from agents_runtime.core.state import AgentState, Lines
 from agents_runtime.core.vocabulary import SYSTEM, TerminationReason
 from agents_runtime.errors import AlreadyTerminated
 from agents_runtime.log.kinds import Kind
@@ -43,7 +43,7 @@ def terminate(state: AgentState, cmd: Terminate, now: float, lines: Lines) -> St
             f"agent {state.agent_id} is already terminated ({state.termination_reason})"
         )
     yield {"kind": Kind.TERMINATED, "reason": cmd.reason, "by": cmd.by}
-    return status_json(state)
+    return state
 
 
 def terminate_if_due(state: AgentState, *, fatal: bool = False) -> Steps:

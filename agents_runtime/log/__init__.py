@@ -16,6 +16,7 @@ Public modules (``__all__``)::
     keys          signing keys, key files, agent tokens
     verify        verification of a log: chain, signatures, genesis, checkpoint
     checkpoint    checkpoint files: each agent's committed head beside its log
+    snapshot      state snapshots: an agent's state at one record, signed
     store         the storage seam: LogStore, AgentLog and BatchHost protocols
     stores        open_store: any store from where it is (the one module that knows both)
     policies      named (fleet) policies: signed versions, verified; the PolicyStore seam
@@ -44,6 +45,7 @@ __all__ = [
     "postgres",
     "readback",
     "record",
+    "snapshot",
     "store",
     "stores",
     "verify",

@@ -4,7 +4,9 @@ cancel by the agent or an operator."""
 
 from __future__ import annotations
 
-from quart import Response
+from time import time_ns
+
+from quart import Response, request
 
 from agents_runtime.core import commands as c
 from agents_runtime.runtime.actor import AgentRef
@@ -36,7 +38,13 @@ async def request_action(
     service: Service, ref: AgentRef, idempotency_key: str | None, body: bodies.ActionRequest
 ) -> Response:
     command = c.RequestAction(body.tool, body.input, body.cost, idempotency_key)
-    return decision_response(service, await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return decision_response(service, await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.decision(ref.agent_id, body.tool, body.input, reply, started, request.headers)
+    return decision_response(service, reply)
 
 
 @blueprint.endpoint(
@@ -78,7 +86,13 @@ async def outcome(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.OutcomeReport
 ) -> Response:
     command = c.ReportOutcome(action_id, body.status, who.role, body.detail)
-    return json_response(await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return json_response(await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.outcome(ref.agent_id, action_id, str(body.status), started, request.headers)
+    return json_response(reply)
 
 
 @blueprint.endpoint(
@@ -98,7 +112,16 @@ async def outcome(
 async def approve(
     service: Service, ref: AgentRef, action_id: str, body: bodies.ApproveBody
 ) -> Response:
-    return decision_response(service, await ref.ask(c.Approve(action_id, body.approver, body.note)))
+    command = c.Approve(action_id, body.approver, body.note)
+    tracer = service.tracer
+    if tracer is None:
+        return decision_response(service, await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.approval(
+        "approve", ref.agent_id, action_id, reply, started, request.headers, by=body.approver
+    )
+    return decision_response(service, reply)
 
 
 @blueprint.endpoint(
@@ -116,7 +139,15 @@ async def reject(
     service: Service, ref: AgentRef, action_id: str, body: bodies.RejectBody
 ) -> Response:
     command = c.Reject(action_id, body.approver, body.reason, body.scar)
-    return decision_response(service, await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return decision_response(service, await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.approval(
+        "reject", ref.agent_id, action_id, reply, started, request.headers, by=body.approver
+    )
+    return decision_response(service, reply)
 
 
 @blueprint.endpoint(
@@ -135,4 +166,11 @@ async def reject(
 async def cancel(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.CancelBody
 ) -> Response:
-    return json_response(await ref.ask(c.Cancel(action_id, who.role, body.reason)))
+    command = c.Cancel(action_id, who.role, body.reason)
+    tracer = service.tracer
+    if tracer is None:
+        return json_response(await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.approval("cancel", ref.agent_id, action_id, reply, started, request.headers, by=who.role)
+    return json_response(reply)

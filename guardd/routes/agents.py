@@ -49,7 +49,7 @@ async def create_agent(service: Service, body: bodies.NewAgent) -> Response:
     reply=Reply(replies.AgentList, "Active and quarantined agents, sorted by ID."),
 )
 async def list_agents(service: Service) -> Response:
-    return json_response(views.agent_list(await service.guard.registry.list()))
+    return json_response(views.listed_agents(await service.guard.registry.list()))
 
 
 @blueprint.endpoint(

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from quart import Blueprint, Response, request
@@ -40,7 +40,13 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from guardd import bodies
-from guardd.auth import Authenticator, require_admin, require_agent, require_agent_or_admin
+from guardd.auth import (
+    Authenticator,
+    UnknownToken,
+    require_admin,
+    require_agent,
+    require_agent_or_admin,
+)
 from guardd.config import DEFAULT_HOOK_WAIT
 from guardd.endpoints import (
     ADMIN,
@@ -56,6 +62,10 @@ from guardd.endpoints import (
 from guardd.jsonio import json_response, read_json
 from guardd.metrics import Metrics
 from guardd.readiness import Readiness
+
+if TYPE_CHECKING:
+    # Imported only when traces are on: guardd.tracing imports OpenTelemetry.
+    from guardd.tracing import Tracer
 
 
 @attrs.define
@@ -81,8 +91,9 @@ def _readiness(service: Service) -> Readiness:
 @attrs.frozen
 class Service:
     """What one app's views act for: the Guard, the app's metrics (None when
-    they are off), its readiness, its endpoints, and how long a Claude Code
-    hook waits for an operator (``--hook-wait``)."""
+    they are off), its readiness, its endpoints, how long a Claude Code
+    hook waits for an operator (``--hook-wait``), and its tracer (None when
+    traces are off: a route then tests only that)."""
 
     guard: Guard
     meter: Metrics | None = None
@@ -90,6 +101,7 @@ class Service:
     # The endpoints registered for it, in order: what its OpenAPI document lists.
     endpoints: list[Endpoint] = attrs.field(factory=list, eq=False, repr=False)
     hook_wait: float = DEFAULT_HOOK_WAIT
+    tracer: Tracer | None = None
 
 
 class _BindingSetupState(BlueprintSetupState):
@@ -204,6 +216,7 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
     view = declared.view
     taken = arguments(declared)
     authenticate = service.guard.auth.caller
+    identify = service.guard.auth.identify
     find = service.guard.registry.ref
     token = declared.caller is not PUBLIC
     admin_only = declared.caller is ADMIN
@@ -218,7 +231,10 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
 
     async def serve(**args: Any) -> Response:
         if token:
-            who = authenticate(request.headers.get("Authorization"))
+            try:
+                who = authenticate(request.headers.get("Authorization"))
+            except UnknownToken as unknown:
+                who = await identify(unknown)
             if on_agent:
                 agent_id = args["agent_id"] if keep_agent_id else args.pop("agent_id")
                 if admin_only:

@@ -24,7 +24,7 @@ import orjson
 import pytest
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
-from agents_runtime.core.policy import Policy, RateLimit, ToolRule
+from agents_runtime.core.policy import Policy, RateLimit, Rule, ToolRule
 from agents_runtime.log import canonical
 from guardd import bodies, replies
 from guardd.__main__ import build
@@ -52,7 +52,15 @@ ALL_CODES = [
     "read_only",
     "unavailable",
 ]
-PUBLIC = {"/healthz", "/readyz", "/v1/public-key", "/v1/openapi.json", "/", "/console/{name}"}
+PUBLIC = {
+    "/healthz",
+    "/readyz",
+    "/v1/public-key",
+    "/v1/auth/config",
+    "/v1/openapi.json",
+    "/",
+    "/console/{name}",
+}
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 POLICY: dict[str, Any] = {
     "budget": 10,
@@ -301,7 +309,11 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
         "requires_approval",
         "max_calls",
         "approval_timeout_secs",
+        "rules",
+        "tags",
+        "cost_from",
     }
+    assert set(schemas["Rule"]["properties"]) == {"name", "when", "effect", "message", "scar"}
     assert set(schemas["RateLimit"]["properties"]) == {"max_actions", "window_secs"}
     for name in ("Policy", "ToolRule", "RateLimit"):
         assert schemas[name]["additionalProperties"] is False
@@ -322,6 +334,7 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
         pytest.param(bodies.PolicyBody, Policy, False, id="policy"),
         pytest.param(bodies.ToolRuleBody, ToolRule, False, id="tool-rule"),
         pytest.param(bodies.RateLimitBody, RateLimit, False, id="rate-limit"),
+        pytest.param(bodies.RuleBody, Rule, False, id="rule"),
         pytest.param(replies.PolicyInForce, Policy, True, id="policy-in-force"),
         pytest.param(replies.ToolRuleInForce, ToolRule, True, id="tool-rule-in-force"),
     ],
@@ -336,9 +349,10 @@ def test_the_documented_policy_is_the_one_the_core_parses(
     required = [f.name for f in attrs.fields(documented) if f.default is attrs.NOTHING]
     if every_key_answered:
         assert required == [f.name for f in attrs.fields(core)][: len(required)]
-        assert [f.name for f in attrs.fields(documented)][len(required) :] == [
-            "approval_timeout_secs"
-        ]
+        assert [f.name for f in attrs.fields(documented)][len(required) :] in (
+            ["approval_timeout_secs"],
+            ["approval_timeout_secs", "rules", "tags", "cost_from"],
+        )
     else:
         assert required == [f.name for f in attrs.fields(core) if f.default is attrs.NOTHING]
 
@@ -555,6 +569,7 @@ def test_answers_of_the_main_flows_match_the_document(
         ck(admin.post("/v1/agents", content=b"x" * (1024 * 1024 + 1)))  # 413
         ck(admin.post("/v1/agents", content=b"{"))  # 400
         ck(anonymous.post("/v1/agents", json={}))  # 401
+        ck(anonymous.get("/v1/auth/config"))  # 404: no --oidc-issuer
 
         # budget exhausted by an allowed action: still `allowed`, then terminated
         ck(

@@ -25,10 +25,12 @@ from agents_runtime.log.fsutil import fsync_dir
 from agents_runtime.log.ids import AGENT_ID as AGENT_ID
 from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.keys import KeyRing, create_keys, load_keys
+from agents_runtime.log.snapshot import SNAPSHOT_SUFFIX
 from agents_runtime.log.store import Scan
 
 LOG_SUFFIX = ".jsonl"
 CHECKPOINTS = "checkpoints"
+SNAPSHOTS = "snapshots"
 
 
 def _odd(entry: os.DirEntry[str]) -> str | None:
@@ -82,6 +84,14 @@ class DataDir:
     def checkpoints_dir(self) -> Path:
         """Where checkpoints go when no other directory is given."""
         return self.root / CHECKPOINTS
+
+    @property
+    def snapshots_dir(self) -> Path:
+        """Where the agents' state snapshots are kept."""
+        return self.root / SNAPSHOTS
+
+    def snapshot_path(self, agent_id: str) -> Path:
+        return self.snapshots_dir / f"{agent_id}{SNAPSHOT_SUFFIX}"
 
     def agent_ids(self) -> list[str]:
         """IDs of every log on disk, sorted."""

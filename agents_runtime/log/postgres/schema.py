@@ -13,6 +13,9 @@ Tables:
 - ``guard_meta``: one value per key: the schema version, the audit public
   key (hex) and the fingerprint of ``token.key`` recorded at the first start
   (never a secret), which every later node must match.
+- ``guard_snapshots``: each agent's newest state snapshot, the bytes the
+  file store keeps in ``snapshots/<agent_id>.snapshot``, and its seq: a
+  node replaces it only by a newer one (version 4).
 - ``guard_agents``: one row per agent, with the ``log_id`` of its genesis
   record; inserted in the transaction that appends the genesis and policy
   records, so creating one agent on two nodes at once gives one row.
@@ -29,7 +32,7 @@ Tables:
   append, and appends of one agent from several nodes would queue on it.
 - ``guard_policies``: the named (fleet) policies, one row per version,
   keyed ``(name, version)``, the signed line as ``log/policies.py`` seals
-  it (version 4): two nodes writing the same version of a name conflict on
+  it (version 5): two nodes writing the same version of a name conflict on
   the key, and one of them is refused.
 
 Nodes tell each other of appends on ``NOTIFY_CHANNEL`` (payload: the
@@ -46,7 +49,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 NOTIFY_CHANNEL: Final = "guard_log_appended"
 
 # Any fixed 64-bit number; it only has to differ from the other advisory
@@ -195,6 +198,17 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         """,
     ),
     4: (
+        # State snapshots (agents_runtime/log/snapshot.py): written by any
+        # node, only ever replaced by a newer one; verified when read.
+        """
+        create table guard_snapshots (
+            agent_id text primary key,
+            seq bigint not null check (seq >= 0),
+            data bytea not null
+        )
+        """,
+    ),
+    5: (
         """
         create table guard_policies (
             name text not null,
