@@ -30,4 +30,5 @@ def test_a_state_with_a_shadow_and_tag_history_comes_back_equal() -> None:
     # Through the bytes a snapshot holds, as a start reads them.
     back = state_from_json(canonical.loads(canonical.dumps(state_json(state))))
     assert back == state
-    assert back.shadow is not None and back.shadow.policy.budget == 3
+    assert back.shadow is not None
+    assert back.shadow.policy.budget == 3
