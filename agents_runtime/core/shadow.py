@@ -70,17 +70,17 @@ def set_shadow(state: AgentState, cmd: SetShadow, now: float, lines: Lines) -> S
     if cmd.policy_ref is not None:
         fields |= {"policy_ref": cmd.policy_ref, "version": cmd.version}
     yield fields
-    return shadow_json(state)
+    return _shadow(state)
 
 
 def clear_shadow(state: AgentState, cmd: ClearShadow, now: float, lines: Lines) -> Steps:
     _shadow(state)
     yield {"kind": Kind.SHADOW_CLEARED}
-    return {"ok": True}
+    return None
 
 
-def get_shadow(state: AgentState, cmd: GetShadow, now: float, lines: Lines) -> Any:
-    return shadow_json(state)
+def get_shadow(state: AgentState, cmd: GetShadow, now: float, lines: Lines) -> Shadow:
+    return _shadow(state)
 
 
 def _shadow(state: AgentState) -> Shadow:
@@ -88,19 +88,6 @@ def _shadow(state: AgentState) -> Shadow:
     if shadow is None:
         raise NotFound(f"agent {state.agent_id} has no shadow policy")
     return shadow
-
-
-def shadow_json(state: AgentState) -> dict[str, Any]:
-    shadow = _shadow(state)
-    return {
-        "policy": policy_json(shadow.policy),
-        "policy_ref": shadow.policy_ref,
-        "version": shadow.version,
-        "since": shadow.since,
-        "agree": shadow.agree,
-        "disagree": dict(shadow.disagree),
-        "recent_disagreements": list(shadow.recent),
-    }
 
 
 def shadow_of(
