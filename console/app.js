@@ -444,6 +444,16 @@ function renderPending(entries) {
   announce(entries);
 }
 
+/** The agent's shadow policy and its counts, or null when none is set (404). */
+async function shadowOf(agentId) {
+  try {
+    return await api.get(api.path`/v1/agents/${agentId}/shadow`);
+  } catch (err) {
+    if (err.code === "not_found") return null;
+    throw err;
+  }
+}
+
 async function refreshDetail(view) {
   try {
     const status = await api.get(api.path`/v1/agents/${view.agentId}`);
@@ -455,6 +465,9 @@ async function refreshDetail(view) {
     const { grants } = await api.get(api.path`/v1/agents/${view.agentId}/grants`);
     if (detail !== view) return;
     view.setGrants(grants);
+    const shadow = await shadowOf(view.agentId);
+    if (detail !== view) return;
+    view.setShadow(shadow);
     const after = view.logAfter(status.head);
     const log = await api.get(`${api.path`/v1/agents/${view.agentId}/log`}?after=${after}&limit=${view.logLimit()}`);
     if (detail !== view) return;

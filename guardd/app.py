@@ -19,7 +19,17 @@ from guardd.jsonio import MAX_BODY, SECURITY_HEADERS
 from guardd.limits import BODY_DEADLINE, Limits
 from guardd.metrics import Metrics, TimedQuart
 from guardd.openapi import document as openapi_document
-from guardd.routes import actions, agents, console, grants, hooks, log, meta
+from guardd.routes import (
+    actions,
+    agents,
+    console,
+    grants,
+    hooks,
+    log,
+    meta,
+    policies,
+    shadow,
+)
 from guardd.routes.common import Guard, Service, ServiceBlueprint
 
 if TYPE_CHECKING:
@@ -35,6 +45,8 @@ BLUEPRINTS: tuple[ServiceBlueprint, ...] = (
     agents.blueprint,
     actions.blueprint,
     grants.blueprint,
+    policies.blueprint,
+    shadow.blueprint,
     log.blueprint,
     hooks.blueprint,
     meta.metrics_blueprint,

@@ -31,6 +31,7 @@ from agents_runtime.core.validation import error_messages
 from agents_runtime.core.vocabulary import Effect, Outcome, Severity
 from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import MAX_SAFE_INT
+from agents_runtime.log.policies import valid_name
 from agents_runtime.log.record import timestamp
 from guardd.endpoints import MAX_IDEMPOTENCY_KEY
 from guardd.errors import BadRequest
@@ -41,6 +42,7 @@ from guardd.wire import (
     InputMatch,
     Name,
     Operator,
+    PolicyName,
     Positive,
     Seconds,
     Text,
@@ -139,11 +141,35 @@ class CreateAgent:
     policy: PolicyBody
 
 
+@attrs.frozen(kw_only=True)
+class CreateFollower:
+    """A new agent that follows a named policy from its newest version on."""
+
+    agent_id: AgentId
+    policy_ref: PolicyName = doc("The named policy (`PUT /v1/policies/{policy_name}`).")
+
+
 class NewAgent(NamedTuple):
-    """What ``POST /v1/agents`` hands its route: the ID and the policy, parsed."""
+    """What ``POST /v1/agents`` hands its route: the ID and the policy,
+    parsed, or the named policy it follows."""
 
     agent_id: str
-    policy: Policy
+    policy: Policy | None
+    policy_ref: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PolicyRef:
+    """A named policy to follow (or to try in shadow)."""
+
+    policy_ref: PolicyName = doc("The named policy; its newest version is taken.")
+
+
+class PolicyOrRef(NamedTuple):
+    """A policy, parsed, or the name of a named policy."""
+
+    policy: Policy | None
+    policy_ref: str | None
 
 
 @attrs.frozen
@@ -341,6 +367,12 @@ def _agent_id(value: Any, _: Any) -> str:
     return value
 
 
+def _policy_name(value: Any, _: Any) -> str:
+    if not isinstance(value, str) or not valid_name(value):
+        raise ValueError("policy_ref must be 1 to 64 characters from A-Z a-z 0-9 _ -")
+    return value
+
+
 def _choice(value: Any, type_: type[StrEnum]) -> StrEnum:
     if not isinstance(value, str) or value not in type_._value2member_map_:
         raise ValueError("must be one of " + ", ".join(type_))
@@ -402,6 +434,7 @@ _converter.register_structure_hook(Operator, _operator)
 _converter.register_structure_hook(Text, _string(MAX_TEXT, "text", _unwanted_in_text))
 _converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
 _converter.register_structure_hook(AgentId, _agent_id)
+_converter.register_structure_hook(PolicyName, _policy_name)
 _converter.register_structure_hook(Count, _count)
 _converter.register_structure_hook(CallId, _call_id)
 _converter.register_structure_hook(Seconds, _seconds)
@@ -420,6 +453,7 @@ _converter.register_structure_hook(PolicyBody, lambda v, _: v)
 # The request bodies, under the names the OpenAPI document gives them.
 BODIES: dict[str, type[Any]] = {
     "CreateAgent": CreateAgent,
+    "CreateFollower": CreateFollower,
     "ActionRequest": ActionRequest,
     "OutcomeReport": OutcomeReport,
     "Approve": ApproveBody,
@@ -430,6 +464,7 @@ BODIES: dict[str, type[Any]] = {
     "IssueGrant": GrantBody,
     "RevokeGrant": RevokeGrantBody,
     "Policy": PolicyBody,
+    "PolicyRef": PolicyRef,
     "ClaudeCodeHook": ClaudeCodeHook,
 }
 # Every model of this module by its document name: the bodies and the
@@ -497,9 +532,29 @@ def parse_policy_body(value: Any, path: str = "$") -> Policy:
 
 
 def parse_create_agent(value: Any) -> NewAgent:
-    """A new agent's body: its ID, then its policy (errors name ``$.policy...``)."""
-    body = parse_body(value, CreateAgent)
-    return NewAgent(body.agent_id, parse_policy_body(body.policy, "$.policy"))
+    """A new agent's body: its ID, then its policy (errors name ``$.policy...``),
+    or (with ``policy_ref``) the named policy it follows."""
+    if isinstance(value, dict) and "policy_ref" in value:
+        if "policy" in value:
+            raise BadRequest("$: give policy or policy_ref, not both")
+        body = parse_body(value, CreateFollower)
+        return NewAgent(body.agent_id, None, body.policy_ref)
+    created = parse_body(value, CreateAgent)
+    return NewAgent(created.agent_id, parse_policy_body(created.policy, "$.policy"))
+
+
+def parse_policy_or_ref(value: Any) -> PolicyOrRef:
+    """A policy, or ``{"policy_ref": name}``: the key ``policy_ref`` tells them apart."""
+    if isinstance(value, dict) and "policy_ref" in value:
+        return PolicyOrRef(None, parse_body(value, PolicyRef).policy_ref)
+    return PolicyOrRef(parse_policy_body(value), None)
+
+
+def policy_name(value: str) -> str:
+    """A named policy's name from a path: 400 when no policy could have it."""
+    if not valid_name(value):
+        raise BadRequest("a policy name is 1 to 64 characters from A-Z a-z 0-9 _ -")
+    return value
 
 
 def parse_claude_code_hook(value: Any) -> ClaudeCodeHook:
@@ -514,8 +569,9 @@ def parse_claude_code_hook(value: Any) -> ClaudeCodeHook:
 
 # What turns each body into what its route is handed; any other body model is
 # structured as itself by parse_body.
-PARSERS: dict[type[Any], Callable[[Any], Any]] = {
-    CreateAgent: parse_create_agent,
+PARSERS: dict[Any, Callable[[Any], Any]] = {
+    CreateAgent | CreateFollower: parse_create_agent,
+    PolicyBody | PolicyRef: parse_policy_or_ref,
     GrantBody: parse_grant_body,
     PolicyBody: parse_policy_body,
     ClaudeCodeHook: parse_claude_code_hook,

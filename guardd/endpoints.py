@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from guardd.errors import BadRequest
-from guardd.wire import ActionId, AgentId, GrantId
+from guardd.wire import ActionId, AgentId, GrantId, PolicyName
 
 JSON = "application/json"
 
@@ -87,6 +87,7 @@ PATH_PARAMS = {
     "agent_id": PathParam(AgentId, "The agent."),
     "action_id": PathParam(ActionId, "An action of the agent: `act-<n>`."),
     "grant_id": PathParam(GrantId, "A grant."),
+    "policy_name": PathParam(PolicyName, "A named policy."),
     "name": PathParam(str, "File name."),
 }
 
@@ -113,7 +114,7 @@ class Endpoint:
     reply: Reply
     view: Callable[..., Any]
     tag: str
-    body: type[Any] | None = None
+    body: Any = None  # a body model, or a union of them (one of several bodies)
     query: tuple[Query, ...] = ()
     headers: tuple[Header, ...] = ()
     errors: tuple[str, ...] = ()  # beyond those that follow from the rest

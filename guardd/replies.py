@@ -39,6 +39,7 @@ from guardd.wire import (
     HeadSeq,
     Hex64,
     InputMatch,
+    PolicyName,
     Positive,
     Receipt,
     Signature,
@@ -219,6 +220,44 @@ class PolicyInForce:
     approval_timeout_secs: Positive = optional(
         "Seconds a held action may wait for an operator before it expires (denied "
         "`approval_expired`). Absent: it waits for ever."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class NamedPolicy:
+    """A named (fleet) policy: its newest version and the agents that follow it."""
+
+    name: PolicyName
+    version: Count = doc("1 for the first version, then 2, 3, ...")
+    policy: PolicyInForce
+    agents: list[AgentId] = doc(
+        "The live agents whose newest `policy` record names this policy, sorted."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class NamedPolicyList:
+    """Every named policy, sorted by name."""
+
+    policies: list[NamedPolicy]
+
+
+@attrs.frozen(kw_only=True)
+class Shadow:
+    """The candidate policy tried beside the agent's policy in force, and how
+    often the two agreed on the requests decided since it was set."""
+
+    policy: PolicyInForce
+    policy_ref: PolicyName | None = doc("The named policy it was taken from; null: its own.")
+    version: Count | None = doc("That named policy's version; null: its own.")
+    since: str = doc("The `ts` of its `shadow_set` record.")
+    agree: Whole = doc("Requests both decided the same way.")
+    disagree: dict[str, Whole] = doc(
+        '`"<live>-><shadow>"` (e.g. `"allowed->pending_approval"`) to how many requests '
+        "were decided so."
+    )
+    recent_disagreements: list[ActionId] = doc(
+        "The last 20 actions the two decided differently, oldest first."
     )
 
 

@@ -28,6 +28,7 @@ from agents_runtime.core.state import (
     AgentState,
     Lines,
     Scar,
+    Shadow,
     action_outcome,
     action_status,
     approval_deadline,
@@ -427,6 +428,27 @@ def _grants(state: AgentState, reply: dict[str, Grant], now: float, lines: Lines
     return grant_list(state, now)
 
 
+def shadow(value: Shadow) -> Json:
+    """A shadow policy and its tallies since it was set."""
+    return {
+        "policy": policy_json(value.policy),
+        "policy_ref": value.policy_ref,
+        "version": value.version,
+        "since": value.since,
+        "agree": value.agree,
+        "disagree": dict(value.disagree),
+        "recent_disagreements": list(value.recent),
+    }
+
+
+def _shadow(state: AgentState, reply: Shadow, now: float, lines: Lines) -> Json:
+    return shadow(reply)
+
+
+def _ok(state: AgentState, reply: None, now: float, lines: Lines) -> Json:
+    return OK
+
+
 BY_COMMAND: Renders = {
     c.RequestAction: _decision,
     c.Approve: _decision,
@@ -443,6 +465,9 @@ BY_COMMAND: Renders = {
     c.IssueGrant: _grant,
     c.RevokeGrant: _grant,
     c.ListGrants: _grants,
+    c.SetShadow: _shadow,
+    c.GetShadow: _shadow,
+    c.ClearShadow: _ok,
 }
 # The commands whose reply a route uses as it is: an action's ID or None
 # (FindAction), a future (WatchAction), the log's handle (GetLogView).

@@ -35,6 +35,7 @@ from agents_runtime.core.entries import (
 )
 from agents_runtime.core.grants import drawable
 from agents_runtime.core.scars import add_scar
+from agents_runtime.core.shadow import shadow_of
 from agents_runtime.core.state import (
     STATUS_CODES,
     AgentState,
@@ -169,6 +170,13 @@ def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lin
     }
     if cmd.idempotency_key is not None:
         fields["idempotency_key"] = cmd.idempotency_key
+    shadow = state.shadow
+    if shadow is not None:
+        other = shadow_of(state, shadow, cmd.tool, cmd.cost, cmd.input, now, verdict.decision)
+        requested = yield fields
+        return (
+            yield from conclude(state, action_id, verdict, requested, grant=grant, shadow=other)
+        )
     requested = yield fields
     return (yield from conclude(state, action_id, verdict, requested, grant=grant))
 
@@ -226,7 +234,13 @@ def _finish_request(state: AgentState, last: Record) -> Steps:
     now = parse_ts(last["ts"])
     verdict = decide(state, last["tool"], requested_cost, now, last["input"])
     verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
-    yield from conclude(state, last["action_id"], verdict, last, grant=grant)
+    shadow = state.shadow
+    other = None
+    if shadow is not None:
+        other = shadow_of(
+            state, shadow, last["tool"], requested_cost, last["input"], now, verdict.decision
+        )
+    yield from conclude(state, last["action_id"], verdict, last, grant=grant, shadow=other)
 
 
 def _decimal(value: Any) -> Decimal | None:

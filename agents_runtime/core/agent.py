@@ -12,6 +12,7 @@ actor itself.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import attrs
 
@@ -49,7 +50,12 @@ class GetPolicy(Command):
 
 @attrs.frozen
 class SetPolicy(Command):
+    """A new policy: the agent's own, or (``policy_ref``) ``version`` of a
+    named fleet policy, which the agent then follows."""
+
     policy: Policy
+    policy_ref: str | None = None
+    version: int | None = None
 
 
 @attrs.frozen
@@ -60,7 +66,18 @@ class GetLogView(Command):
 def set_policy(state: AgentState, cmd: SetPolicy, now: float, lines: Lines) -> Steps:
     if not state.alive:
         raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
-    yield {"kind": Kind.POLICY, "policy": policy_json(cmd.policy)}
+    ref = cmd.policy_ref
+    fields: dict[str, Any] = {"kind": Kind.POLICY, "policy": policy_json(cmd.policy)}
+    if ref is not None:
+        version = state.policy_version
+        if state.policy_ref == ref and version is not None and cmd.version is not None:
+            if version >= cmd.version:
+                # A fan-out run again after a crash, or one that raced a
+                # newer version: the log holds this version or a later one.
+                return state
+        fields["policy_ref"] = ref
+        fields["version"] = cmd.version
+    yield fields
     yield from terminate_if_due(state)
     # A shorter timeout applies at once: what it makes due expires now, in
     # the same write, not in a batch of its own at the same ts.
@@ -85,6 +102,9 @@ def _fold_genesis(state: AgentState, r: Record) -> None:
 def _fold_policy(state: AgentState, r: Record) -> None:
     spent = state.spent
     policy = state.policy = parse_policy(r["policy"])
+    # A policy of the agent's own (no policy_ref) ends its following.
+    state.policy_ref = r.get("policy_ref")
+    state.policy_version = r.get("version")
     state.remaining = policy.budget - spent
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
@@ -100,7 +120,9 @@ def _finish_policy(state: AgentState, last: Record) -> Steps:
 
 def _policy_of(record: Record) -> SetPolicy | str:
     try:
-        return SetPolicy(parse_policy(record["policy"]))
+        return SetPolicy(
+            parse_policy(record["policy"]), record.get("policy_ref"), record.get("version")
+        )
     except PolicyError as exc:
         return f"policy record is not a valid policy: {exc}"
 

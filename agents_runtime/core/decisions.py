@@ -36,6 +36,7 @@ from agents_runtime.core.entries import (
     nothing_follows,
 )
 from agents_runtime.core.scars import add_scar
+from agents_runtime.core.shadow import tally
 from agents_runtime.core.state import (
     NO_TAGS,
     STATUS_CODES,
@@ -59,6 +60,7 @@ from agents_runtime.log.record import Sealed
 # on its enum class.
 _ALLOWED = Decision.ALLOWED
 _PENDING = Decision.PENDING_APPROVAL
+_DENIED = Decision.DENIED
 _ACTION_REQUESTED = Kind.ACTION_REQUESTED
 _ACTION_ALLOWED = Kind.ACTION_ALLOWED
 _APPROVAL_REQUIRED = Kind.APPROVAL_REQUIRED
@@ -110,11 +112,13 @@ def conclude(
     approver: str | None = None,
     note: str | None = None,
     grant: str | None = None,
+    shadow: dict[str, Any] | None = None,
 ) -> Steps:
     """Write the decision records for a verdict on the action whose
     action_requested record is ``request`` (as sealed, or folded); return
     the decision object. ``grant``: the grant an allowance draws on in place
-    of an approval."""
+    of an approval; ``shadow``: a shadow policy's other decision
+    (``shadow.shadow_of``), carried by the decision record."""
     if verdict.decision == _ALLOWED:
         charge = verdict.charge
         remaining = state.remaining - charge
@@ -135,6 +139,8 @@ def conclude(
                 fields["note"] = note
         if grant is not None:
             fields["grant_id"] = grant
+        if shadow is not None:
+            fields["shadow"] = shadow
         if verdict.rule is not None:
             fields["rule"] = verdict.rule
         allowed = yield fields
@@ -152,6 +158,8 @@ def conclude(
         held = {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
         if verdict.rule is not None:
             held["rule"] = verdict.rule
+        if shadow is not None:
+            held["shadow"] = shadow
         yield held
         return Pending(action_id, verdict.rule)
     reason = verdict.reason or {}
@@ -160,6 +168,8 @@ def conclude(
         denied["by"] = approver
     if verdict.rule is not None:
         denied["rule"] = verdict.rule
+    if shadow is not None:
+        denied["shadow"] = shadow
     yield denied
     yield from _denial_scar(state, action_id, reason)
     return Denied(action_id, reason, verdict.rule)
@@ -292,6 +302,9 @@ def _fold_approval_required(state: AgentState, r: Record) -> None:
         raise _not_after_request(r)
     action = Action(request=q, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
     action.rule = r.get("rule")
+    shadow = state.shadow
+    if shadow is not None:
+        tally(state, shadow, r, _PENDING)
     state.expiry_dirty = True
     state.held[action.action_id] = action
     state.pending[action.action_id] = action
@@ -327,6 +340,10 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
         action.decided_at = r["ts"]
         if "request_hash" in r:
             action.receipt_seq = r["seq"]
+    else:
+        shadow = state.shadow
+        if shadow is not None:
+            tally(state, shadow, r, _ALLOWED)
     state.action_status[n - 1] = _ALLOWED_CODE
     if "grant_id" in r:  # drawn on a grant instead of a person's approval
         grant = state.grants[r["grant_id"]]
@@ -359,6 +376,10 @@ def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
     if action is not None:
         action.reason = reason
         action.decided_at = r["ts"]
+    else:
+        shadow = state.shadow
+        if shadow is not None:
+            tally(state, shadow, r, _DENIED)
     state.action_status[n - 1] = _DENIED_CODE
     state.actions_denied += 1
 

@@ -165,6 +165,24 @@ class _NoGrants(dict[str, "Grant"]):
 NO_GRANTS = _NoGrants()
 NO_TAGS: dict[str, datetime] = {}  # the tags of an agent that used none (never written)
 
+# How many disagreeing action IDs a shadow keeps (its view's recent_disagreements).
+RECENT_DISAGREEMENTS = 20
+
+
+@attrs.define(slots=True)
+class Shadow:
+    """A candidate policy evaluated beside the one in force and never
+    enforced (``shadow``), with the tallies its view shows, folded from the
+    decisions recorded since its ``shadow_set``."""
+
+    policy: Policy
+    since: str  # ts of its shadow_set record
+    policy_ref: str | None = None
+    version: int | None = None
+    agree: int = 0
+    disagree: dict[str, int] = attrs.field(factory=dict)  # "<live>-><shadow>" -> count
+    recent: list[str] = attrs.field(factory=list)  # oldest first, at most RECENT_DISAGREEMENTS
+
 
 @attrs.define(slots=True)
 class AgentState:
@@ -213,6 +231,14 @@ class AgentState:
     alive: bool = True
     termination_reason: str | None = None
     terminated_by: str | None = None
+    # The named (fleet) policy the agent follows and the version its newest
+    # policy record holds; None for a policy of its own.
+    policy_ref: str | None = None
+    policy_version: int | None = None
+    shadow: Shadow | None = None
+    # "<live>-><shadow>" -> disagreements over the agent's whole life, never
+    # reset by shadow_cleared (a counter for /metrics); None until the first.
+    shadow_disagreements: dict[str, int] | None = None
     # Set by the records that can bring the next approval expiry closer (a new
     # held action, a new policy); the actor recomputes its timer only then.
     expiry_dirty: bool = attrs.field(default=True, eq=False)

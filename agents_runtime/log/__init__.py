@@ -19,6 +19,7 @@ Public modules (``__all__``)::
     snapshot      state snapshots: an agent's state at one record, signed
     store         the storage seam: LogStore, AgentLog and BatchHost protocols
     stores        open_store: any store from where it is (the one module that knows both)
+    policies      named (fleet) policies: signed versions, verified; the PolicyStore seam
     readback      reading a served log back: its records, its verification
     files         the file store (a package of its own, above the rest of log)
     postgres      the PostgreSQL store, shared by several guardd nodes (likewise)
@@ -40,6 +41,7 @@ __all__ = [
     "ids",
     "keys",
     "kinds",
+    "policies",
     "postgres",
     "readback",
     "record",

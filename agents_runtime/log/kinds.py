@@ -61,6 +61,8 @@ class Kind(StrEnum):
     TERMINATED = "terminated"
     GRANT_ISSUED = "grant_issued"
     GRANT_REVOKED = "grant_revoked"
+    SHADOW_SET = "shadow_set"
+    SHADOW_CLEARED = "shadow_cleared"
 
 
 def table(handlers: Mapping[Kind, T], *, complete: bool = True) -> dict[str, T]:

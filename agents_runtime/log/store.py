@@ -55,6 +55,7 @@ import attrs
 
 from agents_runtime.errors import CanonicalError, Failure, GuardError, LogWriteError
 from agents_runtime.log import canonical
+from agents_runtime.log.policies import PolicyStore
 from agents_runtime.log.record import Head
 
 # Told of each round made durable: its records, the seconds its writes took
@@ -262,6 +263,11 @@ class LogStore(Protocol):
     def conflicts(self) -> int | None:
         """Batches decided again because another writer appended to the
         agent's log first (for metrics); None where that cannot happen."""
+        ...
+
+    @property
+    def policies(self) -> PolicyStore:
+        """Where the store keeps the named (fleet) policies."""
         ...
 
     def describe(self) -> str:

@@ -78,6 +78,7 @@ from agents_runtime.runtime.actor import (
     Renders,
     wall_clock,
 )
+from agents_runtime.runtime.fleet import Fleet
 from agents_runtime.runtime.replay import (
     Loaded,
     load,
@@ -177,6 +178,7 @@ class Registry:
         # a round still on its thread when stop() gives up waiting for it
         # must not overwrite the final round's newer heads.
         self._write_lock = threading.Lock()
+        self.fleet = Fleet(self)
         # Snapshots: the seq of each agent's snapshot in the store (when it
         # has one), when (self.clock) the first record after it was seen, for
         # the agents that have records after it, and the states handed over
@@ -215,6 +217,7 @@ class Registry:
             if self._adopt(loaded):
                 if loaded.contents.torn_tail is not None:
                     torn.append(loaded.agent_id)
+        self.fleet.load()
         if self.quarantined:  # one request to the store, before serving
             self.quarantined_bytes.update(self.store.sizes(sorted(self.quarantined)))
         return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
@@ -372,6 +375,8 @@ class Registry:
                 self._start(actor)
         if not self.ring.read_only and self._checkpointer is None:
             self._checkpointer = self._tasks.start(self._checkpoint_rounds(), name="checkpoints")
+        # A fan-out of a named policy that a crash cut short ends before serving.
+        await self.fleet.catch_up()
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -575,6 +580,11 @@ class Registry:
             entries.append(Listed(agent_id, status=status))
         return entries
 
+    async def discover_all(self) -> None:
+        """On a store other nodes write too: load the agents they created."""
+        if self.store.others_create_agents:
+            await self._discover_all()
+
     async def _discover_all(self) -> None:
         """Load the agents other nodes created since this one started."""
         try:
@@ -589,9 +599,20 @@ class Registry:
 
     # -- creation ------------------------------------------------------------
 
-    async def create(self, agent_id: str, policy: Policy) -> Any:
-        """Write a new log (genesis and policy) durably, start its actor;
-        the new agent's status, as ``GetStatus`` answers it."""
+    def timestamp(self) -> str:
+        return timestamp_now(self.clock)
+
+    async def create(
+        self,
+        agent_id: str,
+        policy: Policy,
+        policy_ref: str | None = None,
+        version: int | None = None,
+    ) -> Any:
+        """Write a new log (genesis and policy) durably, start its actor.
+        ``policy_ref``: the named policy whose ``version`` it follows (an
+        agent created with a policy ref is created through ``fleet``); the new
+        agent's status, as ``GetStatus`` answers it."""
         if self.exists(agent_id) or agent_id in self._creating:
             raise AgentExists(f"agent {agent_id} already exists")
         signer = self.ring.signer
@@ -602,10 +623,10 @@ class Registry:
             state = AgentState(agent_id, idempotency_retention=self.idempotency_retention)
             ts = timestamp_now(self.clock)
             lines = []
-            for fields in (
-                genesis_fields(agent_id, signer.public_key_hex),
-                {"kind": Kind.POLICY, "policy": policy_json(policy)},
-            ):
+            first: dict[str, Any] = {"kind": Kind.POLICY, "policy": policy_json(policy)}
+            if policy_ref is not None:
+                first |= {"policy_ref": policy_ref, "version": version}
+            for fields in (genesis_fields(agent_id, signer.public_key_hex), first):
                 sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
                 record = canonical.loads(sealed.line[:-1])
                 apply(state, record)

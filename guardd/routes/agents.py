@@ -6,7 +6,6 @@ from __future__ import annotations
 from quart import Response
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.policy import Policy
 from agents_runtime.log.keys import agent_token
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies, views
@@ -24,13 +23,20 @@ _AFTER = "The agent's status after the step."
     "/v1/agents",
     "Create an agent with its policy",
     caller=ADMIN,
-    body=bodies.CreateAgent,
+    body=bodies.CreateAgent | bodies.CreateFollower,
     reply=Reply(replies.CreatedAgent, "Created: the agent's status and its token.", status=201),
     writes=True,
-    errors=("agent_exists",),
+    errors=("agent_exists", "not_found"),
+    description="With `policy_ref`, the agent's first `policy` record names the named "
+    "policy's newest version; 404 `not_found` when there is no such named policy.",
 )
 async def create_agent(service: Service, body: bodies.NewAgent) -> Response:
-    status = await service.guard.registry.create(body.agent_id, body.policy)
+    registry = service.guard.registry
+    if body.policy_ref is not None:
+        status = await registry.fleet.create(body.agent_id, body.policy_ref)
+    else:
+        assert body.policy is not None  # the parser gives one of the two
+        status = await registry.create(body.agent_id, body.policy)
     token = agent_token(service.guard.ring.token_key, body.agent_id)
     return json_response(views.created_agent(status, token), 201)
 
@@ -88,15 +94,20 @@ async def get_policy(service: Service, ref: AgentRef) -> Response:
     "/v1/agents/<agent_id>/policy",
     "Replace a live agent's policy",
     caller=ADMIN,
-    body=bodies.PolicyBody,
+    body=bodies.PolicyBody | bodies.PolicyRef,
     reply=Reply(replies.AgentStatus, _AFTER),
     writes=True,
     errors=("invalid_state",),
     description="Writes a `policy` record; a terminated agent is 409 `invalid_state` "
-    "(termination is permanent).",
+    '(termination is permanent). With `{"policy_ref": name}` the agent follows that '
+    "named policy from its newest version on (404 `not_found` when there is none); a "
+    "policy of its own ends the following.",
 )
-async def set_policy(service: Service, ref: AgentRef, body: Policy) -> Response:
-    return json_response(await ref.ask(c.SetPolicy(body)))
+async def set_policy(service: Service, ref: AgentRef, body: bodies.PolicyOrRef) -> Response:
+    if body.policy_ref is not None:
+        return json_response(await service.guard.registry.fleet.follow(ref, body.policy_ref))
+    assert body.policy is not None  # the parser gives one of the two
+    return json_response(await ref.ask(c.SetPolicy(body.policy)))
 
 
 @blueprint.endpoint(

@@ -146,7 +146,7 @@ class ServiceBlueprint(Blueprint):
         *,
         caller: Access,
         reply: Reply,
-        body: type[Any] | None = None,
+        body: Any = None,
         query: tuple[Query, ...] = (),
         headers: tuple[Header, ...] = (),
         errors: tuple[str, ...] = (),

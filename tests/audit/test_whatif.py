@@ -347,6 +347,23 @@ async def test_grants_of_the_history_are_issued_and_drawn_under_the_candidate_to
     assert result["spent_after"] == 15
 
 
+async def shadowed_history(agent: Harness) -> None:
+    candidate = policy(budget=20, scar_limit=50, tools={"read": {"cost": 1}})
+    await agent.ask(c.SetShadow(candidate))
+    await history(agent)
+    await agent.ask(c.SetPolicy(POLICY, "fleet", 3))
+    await agent.ask(c.ClearShadow())
+    await agent.ask(c.RequestAction("read"))
+
+
+async def test_shadow_records_and_named_policy_versions_change_no_decision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = await write_log(tmp_path / "data", shadowed_history)
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path)))
+    assert (result["decisions"], result["changed"], result["by_change"]) == (8, 0, {})
+
+
 # -- policy rules, tags and cost_from --------------------------------------------------
 
 RULED_TOOLS = TOOLS | {

@@ -210,12 +210,14 @@ def test_operations_with_a_body_document_400_and_413(doc: dict[str, Any]) -> Non
         if "requestBody" in operation:
             assert {"400", "413"} <= set(operation["responses"]), (path, method)
             schema = operation["requestBody"]["content"]["application/json"]["schema"]
-            name = schema["$ref"].rsplit("/", 1)[1]
-            body = doc["components"]["schemas"][name]
-            if getattr(BODIES[name], "more_keys", False):  # a hook's input, which grows
-                assert "additionalProperties" not in body, name
-            else:
-                assert body["additionalProperties"] is False, name
+            # One body model, or one of several (a policy, or a named policy's ref).
+            for each in schema.get("oneOf", [schema]):
+                name = each["$ref"].rsplit("/", 1)[1]
+                body = doc["components"]["schemas"][name]
+                if getattr(BODIES[name], "more_keys", False):  # a hook's input, which grows
+                    assert "additionalProperties" not in body, name
+                else:
+                    assert body["additionalProperties"] is False, name
 
 
 def test_every_body_model_is_documented_under_its_name(doc: dict[str, Any]) -> None:
@@ -226,9 +228,12 @@ def test_every_body_model_is_documented_under_its_name(doc: dict[str, Any]) -> N
     }
     assert set(NAMES) == models
     bodies_used = {
-        operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/")[-1]
+        each["$ref"].rsplit("/")[-1]
         for _, _, operation in _operations(doc)
         if "requestBody" in operation
+        for each in (lambda schema: schema.get("oneOf", [schema]))(
+            operation["requestBody"]["content"]["application/json"]["schema"]
+        )
     }
     assert bodies_used == set(BODIES)
 
@@ -522,6 +527,22 @@ def test_answers_of_the_main_flows_match_the_document(
             assert denied["reason"]["code"] == "tool_not_allowed"
             ck(agent.get(f"{base}/actions/{denied['action_id']}"))
             ck(admin.put(f"{base}/policy", json={**POLICY, "budgett": 1}))  # 400
+            ck(admin.put("/v1/policies/fleet", json=POLICY))
+            ck(admin.put("/v1/policies/fleet", json={"budget": 1}))  # 400
+            ck(admin.get("/v1/policies"))
+            ck(admin.put(f"{base}/policy", json={"policy_ref": "fleet"}))
+            ck(admin.get("/v1/policies/fleet"))
+            ck(admin.get("/v1/policies/ghost"))  # 404
+            ck(admin.request("DELETE", "/v1/policies/fleet"))  # 409
+            ck(admin.put(f"{base}/policy", json={**POLICY, "default": None}))
+            ck(admin.request("DELETE", "/v1/policies/fleet"))
+            ck(admin.get(f"{base}/shadow"))  # 404
+            ck(admin.put(f"{base}/shadow", json={"budget": 1}))  # 400
+            ck(admin.put(f"{base}/shadow", json=POLICY))
+            ck(agent.post(f"{base}/actions", json={"tool": "search"}))
+            ck(admin.get(f"{base}/shadow"))
+            ck(admin.request("DELETE", f"{base}/shadow"))
+            ck(admin.request("DELETE", f"{base}/shadow"))  # 404
             ck(
                 admin.post(
                     f"{base}/scars", json={"severity": "minor", "reason": "r", "action_id": "act-1"}

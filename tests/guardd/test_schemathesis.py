@@ -246,7 +246,10 @@ def test_generated_requests_conform_to_the_document(fuzz_server: GuardServer) ->
 def test_no_file_outside_agents_was_written(fuzz_server: GuardServer) -> None:
     data_dir = fuzz_server.data_dir
     top = {path.name for path in data_dir.iterdir()}
-    assert top == {"keys", "agents", "checkpoints", "lock"}
+    # policies/: the named policies the fuzzed PUT /v1/policies/<name> stored.
+    assert top - {"policies"} == {"keys", "agents", "checkpoints", "lock"}
+    for path in Path(data_dir / "policies").glob("*"):
+        assert path.suffix == ".jsonl", path
     assert {path.name for path in (data_dir / "keys").iterdir()} == {
         "audit.key",
         "audit.pub",

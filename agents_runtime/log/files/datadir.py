@@ -2,6 +2,7 @@
 
 <data-dir>/keys/audit.key   audit.pub   token.key   admin.token
 <data-dir>/agents/<agent_id>.jsonl
+<data-dir>/policies/<name>.jsonl         (named policies, one signed line per version)
 <data-dir>/checkpoints/<agent_id>.checkpoint   (unless --checkpoint-dir says elsewhere)
 
 Besides the logs, ``agents/`` may hold ``<log>.torn`` (torn tails moved
@@ -73,6 +74,11 @@ class DataDir:
 
     def log_path(self, agent_id: str) -> Path:
         return self.agents_dir / f"{agent_id}{LOG_SUFFIX}"
+
+    @property
+    def policies_dir(self) -> Path:
+        """The named (fleet) policies: ``policies/<name>.jsonl``."""
+        return self.root / "policies"
 
     @property
     def checkpoints_dir(self) -> Path:

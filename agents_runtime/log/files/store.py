@@ -21,6 +21,7 @@ from agents_runtime.log.files.cursors import Cursors, line_end, read_lines
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import LineIndex
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
+from agents_runtime.log.files.policies import FilePolicies
 from agents_runtime.log.fsutil import replace
 from agents_runtime.log.store import (
     Batch,
@@ -174,6 +175,11 @@ class FileStore:
 
     def path(self, agent_id: str) -> Path:
         return self.data_dir.log_path(agent_id)
+
+    @property
+    def policies(self) -> FilePolicies:
+        """The named policies, under ``policies/`` of the data dir."""
+        return FilePolicies(self.data_dir.policies_dir)
 
     def scan(self) -> Scan:
         return self.data_dir.scan()

@@ -30,6 +30,10 @@ Tables:
   batch conflicts on that key learns another node wrote first. No foreign
   key to ``guard_agents``: checking one would lock the agent's row at every
   append, and appends of one agent from several nodes would queue on it.
+- ``guard_policies``: the named (fleet) policies, one row per version,
+  keyed ``(name, version)``, the signed line as ``log/policies.py`` seals
+  it (version 5): two nodes writing the same version of a name conflict on
+  the key, and one of them is refused.
 
 Nodes tell each other of appends on ``NOTIFY_CHANNEL`` (payload: the
 agent ID); a lost notification only delays, as nodes also poll.
@@ -45,7 +49,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 NOTIFY_CHANNEL: Final = "guard_log_appended"
 
 # Any fixed 64-bit number; it only has to differ from the other advisory
@@ -201,6 +205,16 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             agent_id text primary key,
             seq bigint not null check (seq >= 0),
             data bytea not null
+        )
+        """,
+    ),
+    5: (
+        """
+        create table guard_policies (
+            name text not null,
+            version int not null check (version >= 1),
+            line bytea not null,
+            primary key (name, version)
         )
         """,
     ),

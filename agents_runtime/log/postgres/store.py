@@ -34,6 +34,7 @@ import attrs
 
 from agents_runtime.errors import AgentExists, KeyFileError, LogReadError, LogWriteError
 from agents_runtime.log.postgres.batches import SharedCommit
+from agents_runtime.log.postgres.policies import PgPolicies
 from agents_runtime.log.postgres.portal import Portal
 from agents_runtime.log.postgres.rounds import Rounds
 from agents_runtime.log.postgres.schema import (
@@ -276,6 +277,11 @@ class PgStore:
 
     def conflict(self) -> None:
         self.conflicts += 1
+
+    @property
+    def policies(self) -> PgPolicies:
+        """The named policies, in ``guard_policies``."""
+        return PgPolicies(self.serving_pool, self._blocking, DB_ERRORS)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A worker process gets a store of the same URL, with its own connections.

@@ -39,7 +39,13 @@ async def test_an_empty_database_gets_the_schema(conn: asyncpg.Connection) -> No
     assert await schema_version(conn) == 0
     result = await ensure_schema(conn)
     assert (result.found, result.version, result.changed) == (0, SCHEMA_VERSION, True)
-    assert await tables(conn) == ["guard_agents", "guard_logs", "guard_meta", "guard_snapshots"]
+    assert await tables(conn) == [
+        "guard_agents",
+        "guard_logs",
+        "guard_meta",
+        "guard_policies",
+        "guard_snapshots",
+    ]
     assert await conn.fetchval(
         "select value from guard_meta where key = $1", META_SCHEMA_VERSION
     ) == str(SCHEMA_VERSION)
@@ -62,7 +68,13 @@ async def test_two_nodes_starting_at_once(postgres_dsn: str, conn: asyncpg.Conne
         for node in nodes:
             await node.close()
     assert sorted(r.found for r in results) == [0, SCHEMA_VERSION]
-    assert await tables(conn) == ["guard_agents", "guard_logs", "guard_meta", "guard_snapshots"]
+    assert await tables(conn) == [
+        "guard_agents",
+        "guard_logs",
+        "guard_meta",
+        "guard_policies",
+        "guard_snapshots",
+    ]
 
 
 async def test_a_second_run_changes_nothing(conn: asyncpg.Connection) -> None:
