@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # requirements-integrations.txt: the agent frameworks the adapters are tested with.
 $(VENV)/.installed-dev: pyproject.toml requirements-integrations.txt | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]' -r requirements-integrations.txt
-	@touch $@ $(VENV)/.installed $(VENV)/.installed-postgres
+	@touch $@ $(VENV)/.installed $(VENV)/.installed-postgres $(VENV)/.installed-otel
 
 # The PostgreSQL driver, an extra: installed by `make run` only when
 # GUARD_STORE names a postgresql:// store (the file store needs none).
@@ -27,7 +27,13 @@ $(VENV)/.installed-postgres: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[postgres]'
 	@touch $@ $(VENV)/.installed
 
-run: $(VENV)/.installed $(if $(filter postgresql://% postgres://%,$(GUARD_STORE)),$(VENV)/.installed-postgres)
+# The OpenTelemetry SDK and OTLP exporter, an extra: installed by `make run`
+# only when an OTLP endpoint is set (docs/operations.md, "Traces").
+$(VENV)/.installed-otel: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[otel]'
+	@touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed $(if $(filter postgresql://% postgres://%,$(GUARD_STORE)),$(VENV)/.installed-postgres) $(if $(OTEL_EXPORTER_OTLP_ENDPOINT)$(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),$(VENV)/.installed-otel)
 	$(BIN)/guardd
 
 lint: $(VENV)/.installed-dev
@@ -39,7 +45,8 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/python sdk/unasync.py --check
 	$(BIN)/python sdk/models.py --check
 
-test: $(VENV)/.installed-dev chromium postgresql lint sdk-ts/node_modules/.package-lock.json
+test: $(VENV)/.installed-dev chromium postgresql lint sdk-ts/node_modules/.package-lock.json \
+		tests/oidc_provider/node_modules/.package-lock.json
 	$(BIN)/pytest
 	cd sdk-ts && npm test
 
@@ -82,6 +89,10 @@ node:
 
 sdk-ts/node_modules/.package-lock.json: sdk-ts/package-lock.json | node
 	cd sdk-ts && npm ci --no-audit --no-fund
+
+# The sign-in tests run a real OpenID provider (oidc-provider, on Node.js).
+tests/oidc_provider/node_modules/.package-lock.json: tests/oidc_provider/package-lock.json | node
+	cd tests/oidc_provider && npm ci --no-audit --no-fund
 
 wrk:
 	@if command -v wrk >/dev/null; then :; \

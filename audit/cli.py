@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
+from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION
 from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import (
     CheckpointFile,
@@ -152,6 +153,16 @@ def _add_verify(subparsers: Subparsers) -> None:
     parser.set_defaults(run=_run_verify)
 
 
+def _retention(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return seconds
+
+
 def _add_show(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "show",
@@ -185,6 +196,14 @@ def _add_replay(subparsers: Subparsers) -> None:
     )
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object (per agent with --policy)"
+    )
+    parser.add_argument(
+        "--idempotency-retention",
+        type=_retention,
+        default=DEFAULT_IDEMPOTENCY_RETENTION,
+        metavar="SECONDS",
+        help="seconds an Idempotency-Key was kept by the guardd that wrote the log "
+        "(its --idempotency-retention; default 86400)",
     )
     _add_what_if_arguments(parser)
     parser.set_defaults(run=_run_replay)
@@ -303,7 +322,7 @@ def _run_replay(args: argparse.Namespace) -> int:
             "replay needs the whole log from its genesis record"
         )
     records = [canonical.loads(item) for item in source.items if item is not None]
-    result = replay_records(records)
+    result = replay_records(records, args.idempotency_retention)
     if args.json:
         print(json.dumps({**result.to_json(), "verification": outcome.to_json()}))
     else:

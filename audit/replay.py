@@ -41,7 +41,12 @@ from agents_runtime.core.behaviour import READS, expire_due, run, run_steps
 from agents_runtime.core.entries import BY_TIMER, ByTimer, Command
 from agents_runtime.core.policy import parse_policy
 from agents_runtime.core.records import apply, entry_of
-from agents_runtime.core.state import AgentState, expired_actions, parse_ts
+from agents_runtime.core.state import (
+    DEFAULT_IDEMPOTENCY_RETENTION,
+    AgentState,
+    expired_actions,
+    parse_ts,
+)
 from agents_runtime.errors import AgentError
 from agents_runtime.log import canonical
 from agents_runtime.log.kinds import Kind
@@ -178,9 +183,12 @@ class _Replayer:
     behaviour's record is folded instead, so one forged record is reported
     once rather than in every record whose numbers it shifts."""
 
-    def __init__(self, records: list[dict[str, Any]]) -> None:
+    def __init__(self, records: list[dict[str, Any]], idempotency_retention: float) -> None:
         self.records = records
-        self.state = AgentState(str(records[0].get("log_id", "")) if records else "")
+        self.state = AgentState(
+            str(records[0].get("log_id", "")) if records else "",
+            idempotency_retention=idempotency_retention,
+        )
         self.problems: list[Problem] = []
         self.commands = 0
         self.index = 0  # next record of the log to compare or fold
@@ -364,9 +372,13 @@ class _Replayer:
         return self.fold_expected(expected, actual["seq"])
 
 
-def replay_records(records: list[dict[str, Any]]) -> Replay:
-    """Re-decide a whole, verified log (records from seq 0, in order)."""
-    return _Replayer(records).run()
+def replay_records(
+    records: list[dict[str, Any]], idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+) -> Replay:
+    """Re-decide a whole, verified log (records from seq 0, in order), with
+    Idempotency-Keys kept ``idempotency_retention`` seconds, as the guardd
+    that wrote it kept them (its --idempotency-retention)."""
+    return _Replayer(records, idempotency_retention).run()
 
 
 def replay_text(result: Replay) -> list[str]:

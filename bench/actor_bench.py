@@ -59,6 +59,7 @@ from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, seal
 from agents_runtime.runtime.registry import Registry
+from guardd import views
 from guardd.__main__ import tune_gc
 
 TARGET_RATIO = 0.80
@@ -110,7 +111,10 @@ class Run:
 async def _actor_run(root: Path, actors: int, askers: int, commands: int) -> Run:
     data_dir = DataDir(root)
     committer = RecordingCommitter()
-    registry = Registry(FileStore(data_dir, committer=committer), data_dir.prepare())
+    # Replies rendered as guardd renders them, in the actor's turn.
+    registry = Registry(
+        FileStore(data_dir, committer=committer), data_dir.prepare(), render=views.BY_COMMAND
+    )
     registry.load()
     await registry.start()
     ids = [f"agent-{n:03d}" for n in range(actors)]

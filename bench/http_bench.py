@@ -95,8 +95,10 @@ def free_port() -> int:
 
 
 def clean_env() -> dict[str, str]:
-    """The environment for a server: ours without any GUARD_* setting."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
+    """The environment for a server: ours without any GUARD_* setting, nor
+    any OTEL_* one (which would turn traces on: bench/tracing_bench.py
+    measures those)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GUARD_", "OTEL_"))}
 
 
 def machine_busy_ticks() -> int:

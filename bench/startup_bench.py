@@ -48,11 +48,11 @@ import nacl.signing
 import orjson
 
 from agents_runtime.core import commands as c
+from agents_runtime.core.answers import Allowed
 from agents_runtime.core.behaviour import READS, run
 from agents_runtime.core.policy import parse_policy, policy_json
 from agents_runtime.core.records import apply
 from agents_runtime.core.state import AgentState, parse_ts
-from agents_runtime.core.vocabulary import Decision
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
@@ -106,11 +106,8 @@ class LogBuilder:
         seqs = () if reads is None else reads(self.state, command)
         lines = {seq: self.lines[seq][:-1] for seq in seqs}
         reply = run(self.state, command, parse_ts(self.ts), lines, self.emit)
-        if (
-            isinstance(command, c.RequestAction | c.Approve)
-            and reply["decision"] == Decision.ALLOWED
-        ):
-            self.open.append(reply["action_id"])
+        if isinstance(reply, Allowed):  # a request's or an approval's
+            self.open.append(reply.action_id)
         return reply
 
     def start(self) -> None:

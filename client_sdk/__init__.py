@@ -28,6 +28,7 @@ from client_sdk._models import (
 from client_sdk._receipt import verify_receipt
 from client_sdk._retry import Retry
 from client_sdk._sync import AdminClient, GuardClient
+from client_sdk._trace import trace_context
 from client_sdk.errors import (
     ActionDenied,
     AgentExists,
@@ -105,5 +106,6 @@ __all__ = [
     "UnknownAction",
     "VerifyFailure",
     "VerifyReport",
+    "trace_context",
     "verify_receipt",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from client_sdk._core import Request, failure_reason, transport_message
+from client_sdk._trace import trace_headers
 from client_sdk.errors import TransportError
 
 USER_AGENT = "guardd-client/0.1"
@@ -36,9 +37,14 @@ def client_headers(token: str) -> dict[str, str]:
 
 
 def request_headers(request: Request[Any]) -> dict[str, str]:
+    """The request's own headers, its body's type, and the caller's trace
+    context (``_trace``), built again for each attempt."""
     headers = dict(request.headers)
     if request.body is not None:
         headers["Content-Type"] = "application/json"
+    trace = trace_headers()
+    if trace is not None:
+        headers.update(trace)
     return headers
 
 

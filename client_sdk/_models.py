@@ -46,6 +46,7 @@ class Decision:
     reason: dict[str, Any] | None = None
     receipt: tuple[str, ...] | None = None
     grant_id: str | None = None
+    rule: str | None = None
     approvals: tuple[dict[str, Any], ...] | None = None
     approvals_required: int | None = None
 
@@ -144,6 +145,9 @@ class ToolRule:
     requires_approval: bool
     max_calls: int | None = None
     approval_timeout_secs: Decimal | None = None
+    rules: tuple[dict[str, Any], ...] | None = None
+    tags: tuple[str, ...] | None = None
+    cost_from: str | None = None
     approvals_required: int | None = None
 
 

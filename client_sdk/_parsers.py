@@ -36,10 +36,10 @@ from client_sdk._read import (
     object_of,
     objects,
     opt,
-    opt_dicts,
     opt_integer,
     opt_model,
     opt_number,
+    opt_objects,
     opt_strings,
     string,
     word,
@@ -58,7 +58,8 @@ def parse_decision(body: Any) -> Decision:
         reason=opt(obj, "reason", dict),
         receipt=opt_strings(obj, "receipt"),
         grant_id=opt(obj, "grant_id", str),
-        approvals=opt_dicts(obj, "approvals"),
+        rule=opt(obj, "rule", str),
+        approvals=opt_objects(obj, "approvals"),
         approvals_required=opt_integer(obj, "approvals_required"),
     )
 
@@ -78,7 +79,7 @@ def parse_action(body: Any) -> Action:
         requested_by=opt(obj, "requested_by", str),
         requested_by_id=opt(obj, "requested_by_id", str),
         decided_by_id=opt(obj, "decided_by_id", str),
-        approvals=opt_dicts(obj, "approvals"),
+        approvals=opt_objects(obj, "approvals"),
         approvals_required=opt_integer(obj, "approvals_required"),
         receipt=opt_strings(obj, "receipt"),
         grant_id=opt(obj, "grant_id", str),
@@ -130,6 +131,9 @@ def parse_tool_rule(body: Any) -> ToolRule:
         requires_approval=boolean(obj, "requires_approval"),
         max_calls=opt_integer(obj, "max_calls"),
         approval_timeout_secs=opt_number(obj, "approval_timeout_secs"),
+        rules=opt_objects(obj, "rules"),
+        tags=opt_strings(obj, "tags"),
+        cost_from=opt(obj, "cost_from", str),
         approvals_required=opt_integer(obj, "approvals_required"),
     )
 
@@ -198,7 +202,7 @@ def parse_pending_entry(body: Any) -> PendingEntry:
         requested_at=string(obj, "requested_at"),
         seq=integer(obj, "seq"),
         action=model(obj, "action", parse_pending_action),
-        approvals=opt_dicts(obj, "approvals"),
+        approvals=opt_objects(obj, "approvals"),
         approvals_required=opt_integer(obj, "approvals_required"),
     )
 

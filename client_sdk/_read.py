@@ -87,6 +87,10 @@ def objects(obj: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return items
 
 
+def opt_objects(obj: dict[str, Any], key: str) -> tuple[dict[str, Any], ...] | None:
+    return None if obj.get(key) is None else tuple(objects(obj, key))
+
+
 def strings(obj: dict[str, Any], key: str) -> tuple[str, ...]:
     items = obj.get(key)
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
@@ -109,10 +113,6 @@ def opt_model(obj: dict[str, Any], key: str, parse: Callable[[Any], T]) -> T | N
 
 def models(obj: dict[str, Any], key: str, parse: Callable[[Any], T]) -> tuple[T, ...]:
     return tuple(parse(item) for item in objects(obj, key))
-
-
-def opt_dicts(obj: dict[str, Any], key: str) -> tuple[dict[str, Any], ...] | None:
-    return None if obj.get(key) is None else tuple(objects(obj, key))
 
 
 def opt_models(obj: dict[str, Any], key: str, parse: Callable[[Any], T]) -> tuple[T, ...] | None:

@@ -1,7 +1,11 @@
-// Talking to guardd: the admin token and fetch.
+// Talking to guardd: the bearer token and fetch.
 //
-// The token lives in sessionStorage (this tab only) and leaves the page only in
-// the Authorization header, never in a URL. A 401 forgets it.
+// The token is a signed-in person's ID token (sso.js keeps it in memory only)
+// or, as break-glass, the admin token, kept in sessionStorage (this tab only).
+// It leaves the page only in the Authorization header, never in a URL. A 401
+// forgets it.
+
+import * as sso from "./sso.js";
 
 const TOKEN_KEY = "guard.adminToken";
 const TIMEOUT_MS = 10000;
@@ -22,7 +26,12 @@ export class Unauthorized extends ApiError {}
 export class Unreachable extends Error {}
 
 export function getToken() {
-  return sessionStorage.getItem(TOKEN_KEY);
+  return sso.token() ?? sessionStorage.getItem(TOKEN_KEY);
+}
+
+/** Whether the token is a signed-in person's (not the admin token). */
+export function signedIn() {
+  return sso.token() !== null;
 }
 
 export function setToken(token) {
@@ -31,6 +40,7 @@ export function setToken(token) {
 
 export function clearToken() {
   sessionStorage.removeItem(TOKEN_KEY);
+  if (sso.token() !== null) sso.forget();
 }
 
 /** Build a path from fixed parts and values; values are URL-encoded. */
@@ -44,7 +54,7 @@ export function path(strings, ...values) {
 /** Call the API; resolves to the parsed JSON body or throws one of the errors above. */
 export async function request(method, url, body) {
   const token = getToken();
-  if (!token) throw new Unauthorized(401, "unauthorized", "No admin token entered.");
+  if (!token) throw new Unauthorized(401, "unauthorized", "Not signed in.");
   const headers = { Authorization: `Bearer ${token}`, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;

@@ -1,4 +1,4 @@
-// The console: sign-in, routing (#/agents, #/pending, #/agents/<id>), the 2 s
+// The console: sign-in (single sign-on in sso.js, or the admin token), routing (#/agents, #/pending, #/agents/<id>), the 2 s
 // refresh, the pending inbox (filters, decided cards, tab title, notifications).
 
 import * as api from "./api.js";
@@ -6,6 +6,7 @@ import { agentDetail } from "./detail.js";
 import { grantsView } from "./grants.js";
 import { disableNotifications, enableNotifications, notify, notifyState } from "./notify.js";
 import { PendingCards, decidedElsewhere, ownDecision, pendingKey, unknownDecision } from "./pending.js";
+import * as sso from "./sso.js";
 import { paintTimes, setTime, timeText } from "./times.js";
 import { agentRow, errorText, h, setText, show, syncKeyed } from "./views.js";
 
@@ -26,6 +27,7 @@ let lastUpdate = null;
 let agentsById = new Map(); // the last GET /v1/agents, for the pending cards and the agent's page
 let knownPending = null; // keys of the pending actions seen so far; null before the first list
 let lastPending = []; // the last pending entries, for an agent's page when it opens
+let viaSso = false; // whether this session signed in with single sign-on (else the admin token)
 
 const operatorInput = $("operator-name");
 
@@ -76,10 +78,37 @@ function showLogin(message) {
   input.focus();
 }
 
+/** Who is signed in and what they may do: the page offers only that. */
+async function showWho() {
+  const who = sso.person();
+  show($("signed-in"), Boolean(who));
+  operatorInput.readOnly = Boolean(who);
+  $("sign-out").textContent = who ? "Sign out" : "Forget token";
+  delete document.body.dataset.roles;
+  if (!who) {
+    operatorInput.value = localStorage.getItem(OPERATOR_KEY) ?? "";
+    return;
+  }
+  operatorInput.value = who.name; // decisions are recorded under the signed-in name
+  setText($("signed-in-name"), who.name);
+  setText($("signed-in-roles"), "");
+  try {
+    const me = await api.get("/v1/me");
+    const roles = Array.isArray(me?.roles) ? me.roles : [];
+    document.body.dataset.roles = roles.join(" ");
+    setText($("signed-in-roles"), roles.length ? `(${roles.join(", ")})` : "(no role)");
+  } catch (err) {
+    // A guardd without /v1/me: every control stays, and guardd refuses what the roles do not allow.
+    if (!(err instanceof api.ApiError && err.status === 404)) handleError(err);
+  }
+}
+
 function start() {
+  viaSso = api.signedIn();
   show($("login"), false);
   show($("nav"), true);
   show($("operator"), true);
+  showWho();
   route();
   refresh();
   clearInterval(timer);
@@ -97,8 +126,19 @@ $("login-form").addEventListener("submit", (event) => {
 });
 
 $("sign-out").addEventListener("click", () => {
+  const signedIn = api.signedIn();
   api.clearToken();
-  showLogin("Token forgotten. Enter it again to continue.");
+  showWho();
+  showLogin(signedIn ? "Signed out." : "Token forgotten. Enter it again to continue.");
+});
+
+$("sso-signin").addEventListener("click", () => {
+  sso.signIn().catch((err) => showLogin(`Single sign-on failed: ${err.message}`));
+});
+
+sso.onChange(() => {
+  if (sso.token()) showWho();
+  else if (!api.getToken()) showLogin("Your single sign-on session ended. Sign in again.");
 });
 
 operatorInput.value = localStorage.getItem(OPERATOR_KEY) ?? "";
@@ -115,7 +155,10 @@ operatorInput.addEventListener("input", () => {
 /** Errors of the refresh loop and of operator actions end here. */
 function handleError(err) {
   if (err instanceof api.Unauthorized) {
-    showLogin(`The server refused the admin token (${errorText(err)}). Enter it again.`);
+    const wasSignedIn = viaSso;
+    showWho();
+    if (wasSignedIn) showLogin(`The server refused your sign-in (${errorText(err)}). Sign in again.`);
+    else showLogin(`The server refused the admin token (${errorText(err)}). Enter it again.`);
   } else if (err instanceof api.Unreachable) {
     const since = lastUpdate ? ` Showing data from ${timeText(lastUpdate.toISOString())}.` : "";
     setText(
@@ -402,6 +445,16 @@ function renderPending(entries) {
   announce(entries);
 }
 
+/** The agent's shadow policy and its counts, or null when none is set (404). */
+async function shadowOf(agentId) {
+  try {
+    return await api.get(api.path`/v1/agents/${agentId}/shadow`);
+  } catch (err) {
+    if (err.code === "not_found") return null;
+    throw err;
+  }
+}
+
 async function refreshDetail(view) {
   try {
     const status = await api.get(api.path`/v1/agents/${view.agentId}`);
@@ -413,6 +466,9 @@ async function refreshDetail(view) {
     const { grants } = await api.get(api.path`/v1/agents/${view.agentId}/grants`);
     if (detail !== view) return;
     view.setGrants(grants);
+    const shadow = await shadowOf(view.agentId);
+    if (detail !== view) return;
+    view.setShadow(shadow);
     const after = view.logAfter(status.head);
     const log = await api.get(`${api.path`/v1/agents/${view.agentId}/log`}?after=${after}&limit=${view.logLimit()}`);
     if (detail !== view) return;
@@ -503,5 +559,29 @@ window.addEventListener("hashchange", () => {
   if (api.getToken()) route();
 });
 
-if (api.getToken()) start();
-else showLogin();
+async function boot() {
+  if (await sso.available()) {
+    show($("sso"), true);
+    try {
+      if (await sso.finish()) {
+        start();
+        return;
+      }
+    } catch (err) {
+      sso.forget();
+      showLogin(`Single sign-on failed: ${err.message}`);
+      return;
+    }
+    if (sso.resumable() && !api.getToken()) {
+      sso.signIn().catch((err) => {
+        sso.forget();
+        showLogin(`Single sign-on failed: ${err.message}`);
+      });
+      return;
+    }
+  }
+  if (api.getToken()) start();
+  else showLogin();
+}
+
+boot();

@@ -197,6 +197,48 @@ function quarantineHelp(agentId, message, listError) {
 }
 
 /**
+ * The shadow policy of an agent (a candidate decided beside the policy in
+ * force, never enforced) and how often the two agreed; null: none is set.
+ */
+function shadowView(shadow) {
+  if (shadow === null) {
+    return [h("p", { class: "empty", testid: "shadow-none" }, "No shadow policy is being tried.")];
+  }
+  const from =
+    shadow.policy_ref === null ? "a policy of its own" : `${shadow.policy_ref} version ${num(shadow.version)}`;
+  const disagree = Object.entries(shadow.disagree).sort(([a], [b]) => (a < b ? -1 : 1));
+  const total = disagree.reduce((sum, [, n]) => sum + n, 0);
+  return [
+    h(
+      "dl",
+      { class: "status" },
+      fact("Candidate", "shadow-from", from),
+      fact("Since", "shadow-since", timeEl(shadow.since)),
+      fact("Agreed", "shadow-agree", `${num(shadow.agree)} of ${num(shadow.agree + total)} requests`),
+    ),
+    disagree.length
+      ? h(
+          "ul",
+          { class: "shadow-disagree", testid: "shadow-disagree-list" },
+          ...disagree.map(([key, n]) => {
+            const [live, theirs] = key.split("->");
+            return h("li", { testid: "shadow-disagree", "data-key": key }, `${live} here, ${theirs} in shadow: ${num(n)}`);
+          }),
+        )
+      : h("p", { class: "empty", testid: "shadow-no-disagreement" }, "No disagreement yet."),
+    shadow.recent_disagreements.length
+      ? h(
+          "p",
+          { class: "meta", testid: "shadow-recent" },
+          "Last disagreements: ",
+          shadow.recent_disagreements.join(", "),
+        )
+      : h("span"),
+    h("details", {}, h("summary", {}, "The candidate policy"), ...policyView(shadow.policy)),
+  ];
+}
+
+/**
  * The detail view of one agent. `grants` is its grantsView; `pending` a
  * PendingCards list (pending.js) for its waiting actions, which app.js keeps
  * in line with the inbox through setPending(entries).
@@ -205,6 +247,7 @@ export function agentDetail(agentId, logTail, grants, pending) {
   const status = h("dl", { class: "status", testid: "detail-status" });
   const quarantine = h("div", { class: "quarantine", role: "alert", testid: "detail-quarantined", hidden: true });
   const policy = h("div", { class: "policy-view", testid: "detail-policy" }, h("p", { class: "empty" }, "Loading…"));
+  const shadowBox = h("div", { class: "shadow-view", testid: "detail-shadow" }, h("p", { class: "empty" }, "Loading…"));
   const history = h("div", { class: "history", testid: "history-list" });
   const noHistory = h("p", { class: "empty", testid: "history-empty" }, "No actions yet.");
   const historyNote = h("p", { class: "meta", testid: "history-note", hidden: true });
@@ -227,6 +270,8 @@ export function agentDetail(agentId, logTail, grants, pending) {
     policy,
     h("h3", {}, "Grants"),
     grants.el,
+    h("h3", {}, "Shadow policy"),
+    shadowBox,
     h("h3", {}, "Decisions, newest first"),
     historyNote,
     noHistory,
@@ -282,6 +327,10 @@ export function agentDetail(agentId, logTail, grants, pending) {
     },
     setGrants(list) {
       grants.update(list);
+    },
+    /** The shadow policy's view (GET .../shadow), or null when none is set. */
+    setShadow(shadow) {
+      shadowBox.replaceChildren(...shadowView(shadow));
     },
     quarantined(message, listError) {
       quarantine.replaceChildren(...quarantineHelp(agentId, message, listError));

@@ -75,6 +75,12 @@ def denial_text(reason: Mapping[str, Any] | None, action_id: str) -> str:
         detail = f"the agent is terminated: {reason.get('reason')}"
     elif code == "rejected":
         detail = f"rejected by {reason.get('by')}: {reason.get('reason')}"
+    elif code == "policy_rule":
+        detail = f"policy rule {reason.get('rule')}: {reason.get('message')}"
+    elif code == "policy_error" and "rule" in reason:
+        detail = f"policy rule {reason.get('rule')} cannot judge this call: {reason.get('message')}"
+    elif code == "policy_error":
+        detail = f"the call's amount cannot be read: {reason.get('message')}"
     else:
         detail = ", ".join(f"{k}={_number(v)}" for k, v in reason.items())
     text = f"denied by guard: {code}" + (f" ({detail})" if detail else "")
@@ -84,8 +90,14 @@ def denial_text(reason: Mapping[str, Any] | None, action_id: str) -> str:
 def rule_note(rule: ToolRule, cost_argument: str | None) -> str:
     """What a tool's description says about its rule, or '' when nothing needs saying."""
     notes = []
-    if rule.requires_approval:
+    effects = {r.get("effect") for r in rule.rules or ()}
+    if rule.requires_approval and "allow" not in effects:
         notes.append("each call waits for a person's approval")
+    elif rule.requires_approval or "require_approval" in effects:
+        # A policy rule decides by the call's arguments and history.
+        notes.append("a call may need a person's approval")
+    if cost_argument is None and rule.cost_from is not None:
+        cost_argument = rule.cost_from
     if cost_argument is not None:
         notes.append(f"costs the number in its '{cost_argument}' argument")
         if rule.cost > 0:

@@ -12,9 +12,8 @@ import socket
 import sys
 import time
 from collections.abc import Coroutine
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from quart import Quart
 
@@ -32,6 +31,7 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.store import LogStore
 from agents_runtime.log.stores import open_store
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
+from guardd import views
 from guardd.app import Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
@@ -42,9 +42,14 @@ from guardd.limits import (
 )
 from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
+from guardd.oidc import Oidc
 from guardd.operators import Operators
+from guardd.serving import receive_little, serve
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
+
+if TYPE_CHECKING:
+    from guardd.tracing import Tracer
 
 log = logging.getLogger("guardd")
 
@@ -93,14 +98,25 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         raise KeyFileError(
             f"no admin token: set GUARD_ADMIN_TOKEN or restore {data_dir.keys_dir / 'admin.token'}"
         )
-    registry = Registry(store, ring, checkpoint_dir=settings.checkpoint_dir)
+    registry = Registry(
+        store,
+        ring,
+        checkpoint_dir=settings.checkpoint_dir,
+        snapshot_records=settings.snapshot_records,
+        snapshot_secs=settings.snapshot_secs,
+        idempotency_retention=settings.idempotency_retention,
+        render=views.BY_COMMAND,
+    )
     summary = registry.load()
     # Verified before anything is served: a failing operators log stops guardd.
     operators = Operators(store.operators_log(), ring, follow=store.others_create_agents)
     operators.load()
-    guard = Guard(
-        data_dir, ring, registry, Authenticator(admin, ring.token_key, operators), operators
-    )
+    oidc = None if settings.oidc is None else Oidc(settings.oidc)
+    # Single sign-on is the bearer resolver: a person of the issuer is an
+    # operator with the roles their claims map to.
+    resolver = None if oidc is None else oidc.operator
+    auth = Authenticator(admin, ring.token_key, operators, resolver)
+    guard = Guard(data_dir, ring, registry, auth, operators, oidc)
     return guard, summary, source
 
 
@@ -147,9 +163,12 @@ def print_startup(
         f"admin token: from {source}",
         f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined",
         *WebhookConfig.from_settings(settings).banner(),
+        *_traces_banner(settings),
     ]
     if settings.store is not None:  # the file store is the data dir's agents/
         lines.insert(3, f"store: {guard.registry.store.describe()}")
+    if settings.oidc is not None:
+        lines.append(settings.oidc.banner())
     for agent_id, failure in sorted(summary.quarantined.items()):
         lines.append(f"quarantined: {agent_id}: {quarantine_message(failure)}")
     for agent_id in summary.torn:
@@ -158,6 +177,31 @@ def print_startup(
     if guard.ring.read_only:
         lines.append("read-only: keys/audit.key is missing; requests that would write get 503")
     print("\n".join(lines), file=out, flush=True)
+
+
+def _traces_banner(settings: Settings) -> list[str]:
+    if not settings.tracing:
+        return []
+    from guardd.tracing import endpoint
+
+    inputs = "tool inputs recorded" if settings.otel_record_input else "no tool inputs"
+    return [f"traces: OTLP/HTTP to {endpoint(os.environ)} ({inputs})"]
+
+
+def start_tracer(settings: Settings) -> Tracer | None:
+    """The tracer the OTEL_* variables ask for, or None. SettingsError when
+    they ask and the OpenTelemetry SDK is not installed (the otel extra)."""
+    if not settings.tracing:
+        return None
+    try:
+        from guardd.tracing import start_tracing
+    except ImportError as exc:
+        raise SettingsError(
+            f"an OTEL_* variable turns traces on, and the OpenTelemetry SDK cannot be "
+            f"imported ({exc}): install guardd's otel extra (in a clone: pip install '.[otel]'), "
+            "or unset the OTEL_* variables"
+        ) from None
+    return start_tracing(record_input=settings.otel_record_input)
 
 
 def raise_open_file_limit() -> int:
@@ -228,6 +272,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+        receive_little(sock)  # and this (guardd.serving)
         sock.bind(address)
         sock.listen(LISTEN_BACKLOG)
     except OSError:
@@ -288,6 +333,7 @@ async def _serve(
     guard: Guard,
     sock: socket.socket,
     metrics_sock: socket.socket | None = None,
+    tracer: Tracer | None = None,
 ) -> None:
     config = hypercorn_config(settings.host, settings.port, sock)
     if settings.certfile is not None and settings.keyfile is not None:
@@ -297,7 +343,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    app = create_app(guard, metrics=settings.metrics, hook_wait=settings.hook_wait)
+    app = create_app(guard, metrics=settings.metrics, hook_wait=settings.hook_wait, tracer=tracer)
     metrics = _metrics_listener(settings, app, metrics_sock)
 
     async def shutdown_trigger() -> None:
@@ -318,6 +364,9 @@ async def _serve(
     finally:
         if hooks is not None:
             await hooks.stop()
+        if tracer is not None:
+            # The spans still queued go out (for at most tracing.FLUSH_TIMEOUT).
+            await asyncio.to_thread(tracer.shutdown)
 
 
 def _webhooks(settings: Settings, guard: Guard, app: Quart) -> Webhooks | None:
@@ -352,9 +401,13 @@ def _host_port(host: str, port: int) -> str:
 
 
 def _run(
-    settings: Settings, guard: Guard, sock: socket.socket, metrics_sock: socket.socket | None
+    settings: Settings,
+    guard: Guard,
+    sock: socket.socket,
+    metrics_sock: socket.socket | None,
+    tracer: Tracer | None = None,
 ) -> None:
-    run_event_loop(_serve(settings, guard, sock, metrics_sock))
+    run_event_loop(_serve(settings, guard, sock, metrics_sock, tracer))
 
 
 class CannotListen(Exception):
@@ -402,6 +455,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     configure_logging(settings.log_format)
     try:
+        tracer = start_tracer(settings)
+    except SettingsError as exc:
+        print(f"guardd: {exc}", file=sys.stderr)
+        return 1
+    try:
         store = open_configured_store(settings)
     except (SettingsError, StoreError) as exc:
         print(f"guardd: {exc}", file=sys.stderr)
@@ -439,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         print_startup(settings, guard, summary, source, sys.stdout)
         tune_gc()
         return_large_buffers_to_the_system()
-        _run(settings, guard, sock, metrics_sock)
+        _run(settings, guard, sock, metrics_sock, tracer)
         return 0
     finally:
         lock.release()

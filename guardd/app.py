@@ -7,7 +7,7 @@ answered by guardd.errors. ``document()`` is the service's OpenAPI document."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quart import Quart, Response, g, request
 from quart.sessions import NullSession, SecureCookieSessionInterface, SessionMixin
@@ -19,8 +19,22 @@ from guardd.jsonio import MAX_BODY, SECURITY_HEADERS
 from guardd.limits import BODY_DEADLINE, Limits
 from guardd.metrics import Metrics, TimedQuart
 from guardd.openapi import document as openapi_document
-from guardd.routes import actions, agents, console, grants, hooks, log, meta, operators
+from guardd.routes import (
+    actions,
+    agents,
+    console,
+    grants,
+    hooks,
+    log,
+    meta,
+    operators,
+    policies,
+    shadow,
+)
 from guardd.routes.common import Guard, Service, ServiceBlueprint
+
+if TYPE_CHECKING:
+    from guardd.tracing import Tracer
 
 __all__ = ["BLUEPRINTS", "Guard", "NoSessions", "create_app", "document"]
 
@@ -32,6 +46,8 @@ BLUEPRINTS: tuple[ServiceBlueprint, ...] = (
     agents.blueprint,
     actions.blueprint,
     grants.blueprint,
+    policies.blueprint,
+    shadow.blueprint,
     log.blueprint,
     hooks.blueprint,
     operators.blueprint,
@@ -61,11 +77,16 @@ class NoSessions(SecureCookieSessionInterface):
 
 
 def create_app(
-    guard: Guard, *, metrics: bool = True, hook_wait: float = DEFAULT_HOOK_WAIT
+    guard: Guard,
+    *,
+    metrics: bool = True,
+    hook_wait: float = DEFAULT_HOOK_WAIT,
+    tracer: Tracer | None = None,
 ) -> Quart:
     """The app; with ``metrics`` a TimedQuart whose ``metrics`` it keeps,
     otherwise a plain Quart that times nothing and has no /metrics.
-    ``hook_wait``: seconds a Claude Code hook waits for an operator."""
+    ``hook_wait``: seconds a Claude Code hook waits for an operator;
+    ``tracer``: where its spans go (None: no traces)."""
     meter = Metrics(guard.registry) if metrics else None
     if meter is None:
         app = Quart("guardd", static_folder=None)
@@ -79,17 +100,22 @@ def create_app(
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.session_interface = NoSessions()
     register_error_handlers(app)
-    service = Service(guard, meter, hook_wait=hook_wait)
+    service = Service(guard, meter, hook_wait=hook_wait, tracer=tracer)
     registry = guard.registry
+    oidc = guard.oidc
 
     @app.while_serving
     async def _actors() -> AsyncGenerator[None, None]:
         await registry.start()
         await guard.operators.start()
+        if oidc is not None:
+            await oidc.start()
         yield
         service.readiness.stopping = True
         await guard.operators.stop()
         await registry.stop()
+        if oidc is not None:
+            await oidc.aclose()
 
     @app.after_request
     async def _finish(response: Response) -> Response:

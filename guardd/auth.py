@@ -1,5 +1,5 @@
 """Who is calling: an operator (the admin token, an operator token, or a
-person signed in elsewhere), an agent, or nobody.
+person signed in elsewhere, as with OpenID Connect), an agent, or nobody.
 
 Agent tokens are derived from ``keys/token.key`` and checked by recomputing
 the HMAC; no token list is kept. Operator tokens (``opr_...``) are looked up
@@ -8,9 +8,10 @@ Every comparison of a secret is constant-time.
 
 The order is fixed: the admin token, an agent token, an operator token, then
 the pluggable bearer resolver (``Authenticator.resolver``; None unless single
-sign-on is configured). The first three are plain computations, so the agent
-token's path (every decision) awaits nothing; only a token none of them
-knows is handed to the resolver, which may fetch keys and so is awaited.
+sign-on is configured: ``guardd.oidc.Oidc.operator`` with an OIDC issuer).
+The first three are plain computations, so the agent token's path (every
+decision) awaits nothing; only a token none of them knows is handed to the
+resolver, which may fetch keys and so is awaited.
 """
 
 from __future__ import annotations

@@ -28,9 +28,10 @@ from agents_runtime.core.behaviour import SYSTEM
 from agents_runtime.core.money import Money, to_money
 from agents_runtime.core.policy import MAX_TOOL_NAME, Policy, parse_policy
 from agents_runtime.core.validation import error_messages
-from agents_runtime.core.vocabulary import Outcome, Severity
+from agents_runtime.core.vocabulary import Effect, Outcome, Severity
 from agents_runtime.errors import PolicyError
 from agents_runtime.log.canonical import MAX_SAFE_INT
+from agents_runtime.log.policies import valid_name
 from agents_runtime.log.record import timestamp
 from guardd.auth import Role
 from guardd.endpoints import MAX_IDEMPOTENCY_KEY
@@ -42,6 +43,7 @@ from guardd.wire import (
     InputMatch,
     Name,
     Operator,
+    PolicyName,
     Positive,
     Quorum,
     Seconds,
@@ -69,6 +71,21 @@ MAX_TEXT = 4096
 
 
 @attrs.frozen(kw_only=True)
+class RuleBody:
+    """A policy rule: when `when` (a CEL expression) is true for a call, `effect`
+    decides it and the rules after it are not evaluated. `when` reads `tool`,
+    `input`, `agent` (`budget`, `spent`, `remaining`, `scar_score`,
+    `actions_allowed`), `history` (`tags_used`, `tag_last_used`, `calls`) and
+    `now`, nothing else."""
+
+    name: str = doc("1 to 64 characters, no control characters; unique in its list.")
+    when: str = doc("A CEL expression giving a boolean, e.g. `double(input.amount) > 100.0`.")
+    effect: Effect
+    message: str = optional("A `deny` rule's message (in its denial's reason).")
+    scar: Severity = optional("A `deny` rule's scar on each denial (default: none).")
+
+
+@attrs.frozen(kw_only=True)
 class ToolRuleBody:
     """A tool rule. Every key is optional."""
 
@@ -80,6 +97,20 @@ class ToolRuleBody:
     approval_timeout_secs: Positive | None = optional(
         "Seconds a held call of this tool may wait for an operator before it "
         "expires; overrides the policy's `approval_timeout_secs`."
+    )
+    rules: list[RuleBody] = optional(
+        "Evaluated in order before the other checks; the first whose `when` is true "
+        "decides (`deny`: denied `policy_rule`; `require_approval`: held; `allow`: "
+        "allowed even when `requires_approval` is true). None true: `requires_approval` "
+        "decides."
+    )
+    tags: list[str] = optional(
+        "Short names (1 to 64 characters) that `history.tags_used` remembers of each allowed call."
+    )
+    cost_from: str = optional(
+        "A key (or dotted key path) of the input whose value is the call's money "
+        "amount: the charge is the largest of the request's `cost`, `cost` and that "
+        "value. Missing or not a number: denied `policy_error`."
     )
     approvals_required: Quorum = optional(
         "Operators who must each approve a held call (1 to 10, default 1); each "
@@ -122,11 +153,35 @@ class CreateAgent:
     policy: PolicyBody
 
 
+@attrs.frozen(kw_only=True)
+class CreateFollower:
+    """A new agent that follows a named policy from its newest version on."""
+
+    agent_id: AgentId
+    policy_ref: PolicyName = doc("The named policy (`PUT /v1/policies/{policy_name}`).")
+
+
 class NewAgent(NamedTuple):
-    """What ``POST /v1/agents`` hands its route: the ID and the policy, parsed."""
+    """What ``POST /v1/agents`` hands its route: the ID and the policy,
+    parsed, or the named policy it follows."""
 
     agent_id: str
-    policy: Policy
+    policy: Policy | None
+    policy_ref: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PolicyRef:
+    """A named policy to follow (or to try in shadow)."""
+
+    policy_ref: PolicyName = doc("The named policy; its newest version is taken.")
+
+
+class PolicyOrRef(NamedTuple):
+    """A policy, parsed, or the name of a named policy."""
+
+    policy: Policy | None
+    policy_ref: str | None
 
 
 @attrs.frozen
@@ -339,6 +394,12 @@ def _agent_id(value: Any, _: Any) -> str:
     return value
 
 
+def _policy_name(value: Any, _: Any) -> str:
+    if not isinstance(value, str) or not valid_name(value):
+        raise ValueError("policy_ref must be 1 to 64 characters from A-Z a-z 0-9 _ -")
+    return value
+
+
 def _choice(value: Any, type_: type[StrEnum]) -> StrEnum:
     if not isinstance(value, str) or value not in type_._value2member_map_:
         raise ValueError("must be one of " + ", ".join(type_))
@@ -400,6 +461,7 @@ _converter.register_structure_hook(Operator, _operator)
 _converter.register_structure_hook(Text, _string(MAX_TEXT, "text", _unwanted_in_text))
 _converter.register_structure_hook(Tool, _string(MAX_TOOL_NAME, "tool"))
 _converter.register_structure_hook(AgentId, _agent_id)
+_converter.register_structure_hook(PolicyName, _policy_name)
 _converter.register_structure_hook(Count, _count)
 _converter.register_structure_hook(CallId, _call_id)
 _converter.register_structure_hook(Seconds, _seconds)
@@ -418,6 +480,7 @@ _converter.register_structure_hook(PolicyBody, lambda v, _: v)
 # The request bodies, under the names the OpenAPI document gives them.
 BODIES: dict[str, type[Any]] = {
     "CreateAgent": CreateAgent,
+    "CreateFollower": CreateFollower,
     "ActionRequest": ActionRequest,
     "OutcomeReport": OutcomeReport,
     "Approve": ApproveBody,
@@ -429,6 +492,7 @@ BODIES: dict[str, type[Any]] = {
     "IssueGrant": GrantBody,
     "RevokeGrant": RevokeGrantBody,
     "Policy": PolicyBody,
+    "PolicyRef": PolicyRef,
     "ClaudeCodeHook": ClaudeCodeHook,
 }
 # Every model of this module by its document name: the bodies and the
@@ -436,6 +500,7 @@ BODIES: dict[str, type[Any]] = {
 NAMES: dict[type[Any], str] = {
     **{model: name for name, model in BODIES.items()},
     ToolRuleBody: "ToolRule",
+    RuleBody: "Rule",
     RateLimitBody: "RateLimit",
 }
 
@@ -495,9 +560,29 @@ def parse_policy_body(value: Any, path: str = "$") -> Policy:
 
 
 def parse_create_agent(value: Any) -> NewAgent:
-    """A new agent's body: its ID, then its policy (errors name ``$.policy...``)."""
-    body = parse_body(value, CreateAgent)
-    return NewAgent(body.agent_id, parse_policy_body(body.policy, "$.policy"))
+    """A new agent's body: its ID, then its policy (errors name ``$.policy...``),
+    or (with ``policy_ref``) the named policy it follows."""
+    if isinstance(value, dict) and "policy_ref" in value:
+        if "policy" in value:
+            raise BadRequest("$: give policy or policy_ref, not both")
+        body = parse_body(value, CreateFollower)
+        return NewAgent(body.agent_id, None, body.policy_ref)
+    created = parse_body(value, CreateAgent)
+    return NewAgent(created.agent_id, parse_policy_body(created.policy, "$.policy"))
+
+
+def parse_policy_or_ref(value: Any) -> PolicyOrRef:
+    """A policy, or ``{"policy_ref": name}``: the key ``policy_ref`` tells them apart."""
+    if isinstance(value, dict) and "policy_ref" in value:
+        return PolicyOrRef(None, parse_body(value, PolicyRef).policy_ref)
+    return PolicyOrRef(parse_policy_body(value), None)
+
+
+def policy_name(value: str) -> str:
+    """A named policy's name from a path: 400 when no policy could have it."""
+    if not valid_name(value):
+        raise BadRequest("a policy name is 1 to 64 characters from A-Z a-z 0-9 _ -")
+    return value
 
 
 def parse_claude_code_hook(value: Any) -> ClaudeCodeHook:
@@ -519,8 +604,9 @@ def parse_operator_token_body(value: Any) -> OperatorTokenBody:
 
 # What turns each body into what its route is handed; any other body model is
 # structured as itself by parse_body.
-PARSERS: dict[type[Any], Callable[[Any], Any]] = {
-    CreateAgent: parse_create_agent,
+PARSERS: dict[Any, Callable[[Any], Any]] = {
+    CreateAgent | CreateFollower: parse_create_agent,
+    PolicyBody | PolicyRef: parse_policy_or_ref,
     GrantBody: parse_grant_body,
     PolicyBody: parse_policy_body,
     ClaudeCodeHook: parse_claude_code_hook,

@@ -8,8 +8,12 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from guardd.oidc import OidcConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9200
@@ -18,6 +22,12 @@ DEFAULT_DATA_DIR = "guard-data"
 # under the 60 seconds Claude Code gives an HTTP hook unless told otherwise.
 DEFAULT_HOOK_WAIT = 50
 MAX_HOOK_WAIT = 600
+# A state snapshot of an agent every this many records, or this many seconds
+# after the first record that follows its last, whichever comes first.
+DEFAULT_SNAPSHOT_RECORDS = 10_000
+DEFAULT_SNAPSHOT_SECS = 300
+# Seconds an Idempotency-Key is kept: reused later, it is a new request.
+DEFAULT_IDEMPOTENCY_RETENTION = 86_400
 LOG_FORMATS = ("text", "json")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
@@ -46,6 +56,16 @@ class Settings:
     # (<data-dir>/checkpoints for files, <data-dir>/store-checkpoints for PostgreSQL)
     checkpoint_dir: Path | None = None
     hook_wait: float = DEFAULT_HOOK_WAIT  # --hook-wait, GUARD_HOOK_WAIT
+    # Traces, on when an OTEL_* variable asks for them (tracing_wanted)
+    tracing: bool = False
+    # --otel-record-input, GUARD_OTEL_RECORD_INPUT=on: tool inputs go into the decision spans
+    otel_record_input: bool = False
+    snapshot_records: int = DEFAULT_SNAPSHOT_RECORDS  # --snapshot-records, GUARD_SNAPSHOT_RECORDS
+    snapshot_secs: float = DEFAULT_SNAPSHOT_SECS  # --snapshot-secs, GUARD_SNAPSHOT_SECS
+    # --idempotency-retention, GUARD_IDEMPOTENCY_RETENTION
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+    # --oidc-issuer and its companions: people sign in with the issuer's tokens
+    oidc: OidcConfig | None = None
 
     @property
     def tls(self) -> bool:
@@ -147,6 +167,34 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "waits before it is withdrawn and denied",
         metavar="SECONDS",
     )
+    _option(
+        parser,
+        "--snapshot-records",
+        env,
+        "GUARD_SNAPSHOT_RECORDS",
+        str(DEFAULT_SNAPSHOT_RECORDS),
+        "write an agent's state snapshot once this many records follow its last "
+        "(a start folds only the records after it)",
+        metavar="N",
+    )
+    _option(
+        parser,
+        "--snapshot-secs",
+        env,
+        "GUARD_SNAPSHOT_SECS",
+        str(DEFAULT_SNAPSHOT_SECS),
+        "or this many seconds after the first record that follows it, if sooner",
+        metavar="SECONDS",
+    )
+    _option(
+        parser,
+        "--idempotency-retention",
+        env,
+        "GUARD_IDEMPOTENCY_RETENTION",
+        str(DEFAULT_IDEMPOTENCY_RETENTION),
+        "seconds an Idempotency-Key is kept; reused later, it is a new request",
+        metavar="SECONDS",
+    )
     parser.add_argument(
         "--no-metrics",
         dest="metrics",
@@ -198,6 +246,15 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "the console's address as operators reach it (links in webhook messages)",
     )
     parser.add_argument(
+        "--otel-record-input",
+        action="store_true",
+        default=_on_off_env(env.get("GUARD_OTEL_RECORD_INPUT")),
+        help="put each action's tool input in its decision span "
+        "(gen_ai.tool.call.arguments); traces are on when an OTEL_* variable is set "
+        "(default: inputs never leave guardd in a span; environment: "
+        "GUARD_OTEL_RECORD_INPUT=on)",
+    )
+    parser.add_argument(
         "--checkpoint-dir",
         default=env.get("GUARD_CHECKPOINT_DIR"),
         metavar="DIR",
@@ -205,7 +262,106 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "volume or write-once storage (default: <data-dir>/checkpoints; "
         "environment: GUARD_CHECKPOINT_DIR)",
     )
+    _option(
+        parser,
+        "--oidc-issuer",
+        env,
+        "GUARD_OIDC_ISSUER",
+        None,
+        "OpenID Connect issuer whose signed tokens name the operators (single sign-on); "
+        "https://, or http:// on loopback",
+        metavar="URL",
+    )
+    _option(
+        parser,
+        "--oidc-client-id",
+        env,
+        "GUARD_OIDC_CLIENT_ID",
+        None,
+        "the client ID registered at the issuer: the audience (aud) guardd accepts, "
+        "and the console's public client",
+        metavar="ID",
+    )
+    _option(
+        parser,
+        "--oidc-roles-claim",
+        env,
+        "GUARD_OIDC_ROLES_CLAIM",
+        "groups",
+        "the token claim whose values --oidc-role maps to roles (a dotted name that is no "
+        "claim of its own is a path into nested claims: realm_access.roles)",
+        metavar="CLAIM",
+    )
+    parser.add_argument(
+        "--oidc-role",
+        action="append",
+        default=None,
+        metavar="ROLE=VALUE",
+        help="a value of the roles claim that gives ROLE (viewer, approver or admin; a role "
+        "implies those below it); repeatable (default: none; environment: GUARD_OIDC_ROLES, "
+        "comma-separated, e.g. admin=guard-admins,approver=guard-approvers)",
+    )
+    _option(
+        parser,
+        "--oidc-scopes",
+        env,
+        "GUARD_OIDC_SCOPES",
+        "openid email profile",
+        "the scopes the console asks the issuer for, space-separated (must include openid)",
+        metavar="SCOPES",
+    )
     return parser
+
+
+def _on_off_env(value: str | None) -> bool:
+    # Checked in parse_settings, as _metrics_env.
+    return value is not None and value.strip().lower() == "on"
+
+
+def tracing_wanted(env: Mapping[str, str]) -> bool:
+    """Whether the OpenTelemetry variables ask for traces: any ``OTEL_*``
+    variable does, unless ``OTEL_SDK_DISABLED=true`` or
+    ``OTEL_TRACES_EXPORTER=none``. SettingsError for an exporter or protocol
+    guardd does not speak (it exports OTLP over HTTP, protobuf), rather than
+    serving with traces that go nowhere."""
+    if not any(name.startswith("OTEL_") for name in env):
+        return False
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
+    if exporter == "none":
+        return False
+    if exporter != "otlp":
+        raise SettingsError(
+            f"OTEL_TRACES_EXPORTER must be otlp or none, not {exporter!r}: "
+            "guardd exports traces over OTLP/HTTP"
+        )
+    for var in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = env.get(var)
+        if protocol is not None:
+            if protocol.strip().lower() != "http/protobuf":
+                raise SettingsError(
+                    f"{var} must be http/protobuf, not {protocol!r}: "
+                    "guardd exports traces over OTLP/HTTP"
+                )
+            break
+    return True
+
+
+def _oidc(args: argparse.Namespace, env: Mapping[str, str]) -> OidcConfig | None:
+    roles = args.oidc_role or [r for r in env.get("GUARD_OIDC_ROLES", "").split(",") if r.strip()]
+    if not args.oidc_issuer:
+        if args.oidc_client_id or roles:
+            raise SettingsError("--oidc-client-id and --oidc-role need --oidc-issuer")
+        return None
+    from guardd.oidc import OidcConfig, OidcConfigError
+
+    try:
+        return OidcConfig.parse(
+            args.oidc_issuer, args.oidc_client_id, args.oidc_roles_claim, roles, args.oidc_scopes
+        )
+    except OidcConfigError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _metrics_env(value: str | None) -> bool:
@@ -234,9 +390,21 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     if token is not None:
         check_admin_token(token, "GUARD_ADMIN_TOKEN")
     hook_wait = hook_wait_seconds(args.hook_wait)
+    snapshot_records = int(positive_number(args.snapshot_records, "--snapshot-records", whole=True))
+    snapshot_secs = positive_number(args.snapshot_secs, "--snapshot-secs")
+    retention = positive_number(args.idempotency_retention, "--idempotency-retention")
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
+    record_env = env.get("GUARD_OTEL_RECORD_INPUT")
+    if record_env is not None and record_env.strip().lower() not in ("on", "off"):
+        raise SettingsError(f"GUARD_OTEL_RECORD_INPUT must be on or off, not {record_env!r}")
+    tracing = tracing_wanted(env)
+    if args.otel_record_input and not tracing:
+        raise SettingsError(
+            "--otel-record-input puts tool inputs in traces, and no OTEL_* variable "
+            "turns traces on (set OTEL_EXPORTER_OTLP_ENDPOINT)"
+        )
     metrics_listen = listen_address(args.metrics_listen) if args.metrics_listen else None
     if metrics_listen is not None and not args.metrics:
         raise SettingsError("--metrics-listen serves metrics, which --no-metrics turns off")
@@ -263,6 +431,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
             raise SettingsError(str(exc)) from None
     elif webhooks and args.webhook_format == "standard":
         raise SettingsError("--webhook needs --webhook-secret (whsec_<base64>) to sign its events")
+    oidc = _oidc(args, env)
     return Settings(
         args.host,
         port,
@@ -279,6 +448,12 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         public_url=args.public_url,
         store=store,
         hook_wait=hook_wait,
+        tracing=tracing,
+        otel_record_input=args.otel_record_input,
+        snapshot_records=snapshot_records,
+        snapshot_secs=snapshot_secs,
+        idempotency_retention=retention,
+        oidc=oidc,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 
@@ -291,6 +466,19 @@ def hook_wait_seconds(text: str) -> float:
     if not 1 <= seconds <= MAX_HOOK_WAIT:  # also false for NaN
         raise SettingsError(f"--hook-wait must be 1 to {MAX_HOOK_WAIT} seconds, not {text!r}")
     return seconds
+
+
+def positive_number(text: str, flag: str, *, whole: bool = False) -> float:
+    """``text`` as a number above 0 (a whole one when ``whole``), or
+    SettingsError naming ``flag``."""
+    try:
+        number = float(int(text)) if whole else float(text)
+    except ValueError:
+        number = -1.0
+    if not 0 < number < float("inf"):  # also false for NaN
+        kind = "a whole number" if whole else "a number"
+        raise SettingsError(f"{flag} must be {kind} above 0, not {text!r}")
+    return number
 
 
 def listen_address(text: str) -> tuple[str, int]:

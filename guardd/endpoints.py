@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from guardd.errors import BadRequest
-from guardd.wire import ActionId, AgentId, GrantId
+from guardd.wire import ActionId, AgentId, GrantId, PolicyName
 
 JSON = "application/json"
 
@@ -98,6 +98,7 @@ PATH_PARAMS = {
     "agent_id": PathParam(AgentId, "The agent."),
     "action_id": PathParam(ActionId, "An action of the agent: `act-<n>`."),
     "grant_id": PathParam(GrantId, "A grant."),
+    "policy_name": PathParam(PolicyName, "A named policy."),
     "name": PathParam(str, "File name."),
     "token_id": PathParam(str, "An operator token: `tok-<16 hex>`."),
 }
@@ -128,7 +129,7 @@ class Endpoint:
     # The operator role it needs (guardd.auth.ROLES): set for OPERATOR and AGENT,
     # None for the others; None on OPERATOR too: any operator, whatever they hold.
     role: str | None = None
-    body: type[Any] | None = None
+    body: Any = None  # a body model, or a union of them (one of several bodies)
     query: tuple[Query, ...] = ()
     headers: tuple[Header, ...] = ()
     errors: tuple[str, ...] = ()  # beyond those that follow from the rest
@@ -159,6 +160,8 @@ class Endpoint:
         if self.caller is not PUBLIC:
             codes += ["unauthorized", "forbidden"]
         codes.append("internal")
+        if self.caller is not PUBLIC:
+            codes.append("unavailable")  # an OIDC token while its issuer cannot be reached
         if self.has_agent:
             codes += ["not_found", "quarantined"]
         if self.query or self.headers:

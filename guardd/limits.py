@@ -28,13 +28,13 @@ here with 400: the two disagree on where the body ends, and a proxy in front
 that reads the other one would see another request than guardd does.
 
 Hypercorn hands a body to the app through a queue of at most
-``APP_QUEUE_CHUNKS`` chunks (up to 64 KiB each) and reads no more from the
-connection while it is full; with its default (10) a connection whose
-request was not yet served held up to 640 KiB there. Below that queue,
-asyncio's stream reader takes what the socket has (up to 256 KB a read)
-until it holds more than 128 KiB: with the queue, up to about 0.6 MB that a
-connection sending faster than guardd serves it may cost until it is
-answered (docs/design.md, "Hostile clients").
+``APP_QUEUE_CHUNKS`` chunks and reads no more from the connection while it
+is full; with its default (10) a connection whose request was not yet
+served held up to 640 KiB there. Each chunk is what the connection's stream
+reader held when Hypercorn read it, and guardd.serving keeps that small
+(16 KiB socket reads, a reader that pauses above 8 KiB): a connection
+sending faster than guardd serves it costs at most about 100 KB of its body
+until it is answered (docs/design.md, "Hostile clients").
 
 The middleware costs a scan of the request's headers and two counters per
 request it lets through: no task, no allocation (but the small ``_Unread``

@@ -149,17 +149,21 @@ class AgentsCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         agents = self.agents
         active = terminated = pending = log_bytes = 0
+        disagreements: dict[str, int] = {}
         for actor in agents.actors.values():
             state = actor.state
+            if state.shadow_disagreements is not None:
+                for key, count in state.shadow_disagreements.items():
+                    disagreements[key] = disagreements.get(key, 0) + count
             if state.alive:
                 active += 1
             else:
                 terminated += 1
             pending += len(state.pending)
             log_bytes += actor.committed.size
-        for agent_id in agents.quarantined:
-            # A quarantined log is left as it is in the store; so few that a size each is cheap.
-            log_bytes += agents.store.size(agent_id)
+        # A quarantined log is left as it is in the store: its size when it
+        # was quarantined (a scrape never asks the store, on the event loop).
+        log_bytes += sum(agents.quarantined_bytes.values())
         by_state, pending_family, bytes_family = self._families()
         by_state.add_metric(("active",), active)
         by_state.add_metric(("terminated",), terminated)
@@ -167,6 +171,18 @@ class AgentsCollector(Collector):
         pending_family.add_metric((), pending)
         bytes_family.add_metric((), log_bytes)
         yield from (by_state, pending_family, bytes_family)
+        # Folded from the decision records (each agent's whole life): a
+        # restart counts them again from the logs, as a counter may restart.
+        shadow = CounterMetricFamily(
+            "guard_shadow_disagreements",
+            "Requests a shadow policy would have decided otherwise, by the live decision and "
+            "the shadow's",
+            labels=("live", "shadow"),
+        )
+        for key, count in sorted(disagreements.items()):
+            live, _, theirs = key.partition("->")
+            shadow.add_metric((live, theirs), count)
+        yield shadow
         conflicts = agents.store.conflicts  # None: a store where no other node writes
         if conflicts is not None:
             family = CounterMetricFamily(

@@ -1,5 +1,6 @@
 """``guardd migrate``: copy every file log of a data dir into a PostgreSQL
-store, so that a user moves from one box to several nodes with their history.
+store, so that a user moves from one box to several nodes with their history,
+and the named (fleet) policies those logs follow, every version, first.
 
     guardd migrate --data-dir ./guard-data --store postgresql://...
 
@@ -36,7 +37,9 @@ from agents_runtime.log import canonical
 from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lock import DataDirLock
+from agents_runtime.log.files.policies import FilePolicies
 from agents_runtime.log.keys import KeyRing, load_keys
+from agents_runtime.log.policies import PolicyStoreError, verify_versions
 from agents_runtime.log.record import Head
 from agents_runtime.log.store import Committed, HeadGone, HeadMoved, LogContents
 from agents_runtime.log.stores import is_database_url, open_database, open_store
@@ -118,6 +121,7 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
         print(line, file=out)
     copied = present = refused = records = 0
     try:
+        refused += await _copy_policies(data_dir, ring, store, out)
         for agent_id in scan.agent_ids:
             try:
                 stored = checkpoints.read(agent_id)
@@ -191,6 +195,39 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
         file=out,
     )
     return 1 if refused else 0
+
+
+async def _copy_policies(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextIO) -> int:
+    """Copy the named policies (every version, verified first), before the
+    logs that follow them; how many were refused. A name the store holds a
+    start of gets the rest; one it holds otherwise is refused."""
+    refused = 0
+    found = FilePolicies(data_dir.policies_dir).load()
+    held_all = await asyncio.to_thread(store.policies.load)
+    for name, lines in sorted(found.items()):
+        try:
+            versions = verify_versions(name, lines, ring.public_key)
+        except PolicyStoreError as exc:
+            print(f"refused: named policy {name}: {exc}", file=out)
+            refused += 1
+            continue
+        held = held_all.get(name, [])
+        if held[: len(lines)] == lines and len(held) >= len(lines):
+            print(f"already there: named policy {name} ({len(lines)} versions)", file=out)
+            continue
+        if lines[: len(held)] != held:
+            print(f"refused: named policy {name}: the store holds other versions of it", file=out)
+            refused += 1
+            continue
+        try:
+            for version in versions[len(held) :]:
+                await store.policies.put(version)
+        except PolicyStoreError as exc:
+            print(f"refused: named policy {name}: {exc}", file=out)
+            refused += 1
+            continue
+        print(f"copied: named policy {name} ({len(versions) - len(held)} versions)", file=out)
+    return refused
 
 
 async def _copy(store: PgStore, agent_id: str, held: list[bytes], lines: list[bytes]) -> None:

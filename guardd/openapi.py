@@ -214,6 +214,15 @@ _SCALARS: dict[Any, tuple[str, Schema]] = {
             description="1 to 64 characters from A-Z a-z 0-9 _ -",
         ),
     ),
+    wire.PolicyName: (
+        "PolicyName",
+        _string(
+            1,
+            64,
+            pattern=f"^{AGENT_ID.pattern}$",
+            description="A named policy: 1 to 64 characters from A-Z a-z 0-9 _ -",
+        ),
+    ),
     wire.AgentToken: (
         "AgentToken",
         _string(

@@ -26,7 +26,7 @@ from agents_runtime.core.vocabulary import (
 )
 from agents_runtime.core.vocabulary import Decision as Word
 from agents_runtime.log.kinds import Kind
-from guardd.bodies import RateLimitBody
+from guardd.bodies import RateLimitBody, RuleBody
 from guardd.wire import (
     ActionId,
     AgentId,
@@ -39,6 +39,7 @@ from guardd.wire import (
     HeadSeq,
     Hex64,
     InputMatch,
+    PolicyName,
     Positive,
     Quorum,
     Receipt,
@@ -122,6 +123,16 @@ class PublicKey:
 
     public_key: Hex64
     algorithm: Literal["ed25519"]
+
+
+@attrs.frozen(kw_only=True)
+class AuthConfig:
+    """How the console signs people in: the OpenID Connect issuer, the public
+    client to use at it (Authorization Code with PKCE) and the scopes to ask for."""
+
+    issuer: str = doc("The issuer's URL; its discovery document is below it.")
+    client_id: str = doc("The console's client ID at the issuer: the audience guardd accepts.")
+    scopes: list[str] = doc("The scopes to ask for; always includes `openid`.")
 
 
 # -- agents ------------------------------------------------------------------------
@@ -231,6 +242,9 @@ class ToolRuleInForce:
         "Seconds a held call of this tool may wait for an operator before it expires; "
         "overrides the policy's `approval_timeout_secs`."
     )
+    rules: list[RuleBody] = optional("The tool's rules, in order; absent: none.")
+    tags: list[str] = optional("The tool's tags; absent: none.")
+    cost_from: str = optional("The input key whose value is the call's amount; absent: none.")
     approvals_required: Quorum = optional(
         "Operators who must each approve a held call; present when above 1."
     )
@@ -253,6 +267,44 @@ class PolicyInForce:
     )
 
 
+@attrs.frozen(kw_only=True)
+class NamedPolicy:
+    """A named (fleet) policy: its newest version and the agents that follow it."""
+
+    name: PolicyName
+    version: Count = doc("1 for the first version, then 2, 3, ...")
+    policy: PolicyInForce
+    agents: list[AgentId] = doc(
+        "The live agents whose newest `policy` record names this policy, sorted."
+    )
+
+
+@attrs.frozen(kw_only=True)
+class NamedPolicyList:
+    """Every named policy, sorted by name."""
+
+    policies: list[NamedPolicy]
+
+
+@attrs.frozen(kw_only=True)
+class Shadow:
+    """The candidate policy tried beside the agent's policy in force, and how
+    often the two agreed on the requests decided since it was set."""
+
+    policy: PolicyInForce
+    policy_ref: PolicyName | None = doc("The named policy it was taken from; null: its own.")
+    version: Count | None = doc("That named policy's version; null: its own.")
+    since: str = doc("The `ts` of its `shadow_set` record.")
+    agree: Whole = doc("Requests both decided the same way.")
+    disagree: dict[str, Whole] = doc(
+        '`"<live>-><shadow>"` (e.g. `"allowed->pending_approval"`) to how many requests '
+        "were decided so."
+    )
+    recent_disagreements: list[ActionId] = doc(
+        "The last 20 actions the two decided differently, oldest first."
+    )
+
+
 # -- decisions and actions -----------------------------------------------------------
 
 _DRAWN_ON = "The grant this allowance drew on in place of an operator's approval."
@@ -268,6 +320,22 @@ class TerminatedReason:
 class ToolNotAllowedReason:
     code: Literal[ReasonCode.TOOL_NOT_ALLOWED]
     tool: Tool
+
+
+@attrs.frozen(kw_only=True)
+class PolicyRuleReason:
+    code: Literal[ReasonCode.POLICY_RULE]
+    rule: str = doc("The name of the `deny` rule whose `when` was true.")
+    message: str = doc("The rule's message, else `denied by rule <name>`.")
+    scar: Severity = optional("The scar the rule adds, when it sets one.")
+
+
+@attrs.frozen(kw_only=True)
+class PolicyErrorReason:
+    code: Literal[ReasonCode.POLICY_ERROR]
+    rule: str = optional("The rule whose `when` could not be evaluated for this call.")
+    cost_from: str = optional("The tool's `cost_from`, when its value is missing or wrong.")
+    message: str = doc("What is wrong, e.g. a key the input does not have.")
 
 
 @attrs.frozen(kw_only=True)
@@ -314,12 +382,17 @@ class CancelledReason:
     reason: str = optional()
 
 
+_DECIDED_BY = "The policy rule that decided it, when one did (its `when` was true)."
+
+
 class DenyReason(OneOf):
     """Why an action was denied: `code` and its fields."""
 
     variants = (
         TerminatedReason,
         ToolNotAllowedReason,
+        PolicyRuleReason,
+        PolicyErrorReason,
         ToolCallLimitReason,
         RateLimitedReason,
         InsufficientBudgetReason,
@@ -337,6 +410,7 @@ class AllowedDecision:
     remaining: Amount = doc("What is left after this charge.")
     receipt: Receipt = optional()
     grant_id: GrantId = optional(_DRAWN_ON)
+    rule: str = optional(_DECIDED_BY)
 
 
 @attrs.frozen(kw_only=True)
@@ -344,6 +418,7 @@ class DeniedDecision:
     decision: Literal[Word.DENIED]
     action_id: ActionId
     reason: DenyReason
+    rule: str = optional(_DECIDED_BY)
 
 
 _APPROVALS = (
@@ -366,6 +441,7 @@ class Approval:
 class PendingDecision:
     decision: Literal[Word.PENDING_APPROVAL]
     action_id: ActionId
+    rule: str = optional(_DECIDED_BY)
     approvals: list[Approval] = optional(
         "An approval that was not the last a quorum needs: each approval so far."
     )

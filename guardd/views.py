@@ -1,22 +1,25 @@
 """Replies rendered: each function makes the JSON object of one shape of
-``guardd.replies`` from the values it is about.
+``guardd.replies`` from the values it is about. The only place a reply
+takes its wire form: the core answers with values of the domain.
 
 Plain functions that build dicts, one per shape: nothing is unstructured by
 reflection on a request's path. ``tests/guardd/test_views.py`` checks each
-rendering against its declared shape, for agents in every state.
+rendering against its declared shape, for agents in every state (``RENDERS``
+pairs each shape with its function).
 
-The agent's views (status, actions, pending, grants, policy, decisions)
-read the core's own values: the core still renders those itself today
-(``core.state.status_json`` and its kin), and these equal them, so that
-moving the rendering here is a change of caller only (``RENDERS`` pairs each
-shape with its function).
+An agent's replies (status, actions, pending, grants, policy, decisions)
+are rendered from its state, which only its actor may read: ``BY_COMMAND``
+gives the renderer of each command's reply, guardd hands it to the registry
+(``__main__.build``), and the actor calls it right after the command, in
+its turn, so a route receives its reply ready to send.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
+from agents_runtime.core import commands as c
+from agents_runtime.core.answers import Allowed, Decided, Denied, Pending
 from agents_runtime.core.grants import Grant
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import Policy, policy_json
@@ -25,16 +28,19 @@ from agents_runtime.core.state import (
     AgentState,
     Lines,
     Scar,
+    Shadow,
     action_outcome,
     action_status,
     approval_deadline,
     parse_line,
-    receipt,
     request_line,
 )
 from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.verify import Failure, Report
+from agents_runtime.runtime.actor import Renders
+from agents_runtime.runtime.registry import Listed
+from agents_runtime.runtime.replay import quarantine_message
 from guardd import replies
 from guardd.auth import Operator
 from guardd.operators import OperatorToken
@@ -54,6 +60,12 @@ _REQUESTED_STATUS = ActionStatus.REQUESTED
 
 def _moment(seconds: float) -> str:
     return timestamp_micros(round(seconds * 1_000_000))
+
+
+def receipt(request: bytes, allowed: bytes) -> list[str]:
+    """The receipt of an allowed action: the lines of its action_requested
+    and action_allowed records, as they are in the log (docs/receipts.md)."""
+    return [request.decode(), allowed.decode()]
 
 
 # -- the service ---------------------------------------------------------------
@@ -91,6 +103,10 @@ def operator_token_list(tokens: list[OperatorToken], now: float) -> Json:
 
 def public_key(key_hex: str) -> Json:
     return {"public_key": key_hex, "algorithm": "ed25519"}
+
+
+def auth_config(issuer: str, client_id: str, scopes: tuple[str, ...]) -> Json:
+    return {"issuer": issuer, "client_id": client_id, "scopes": list(scopes)}
 
 
 # -- agents ----------------------------------------------------------------------
@@ -154,6 +170,18 @@ def agent_list(entries: list[Json]) -> Json:
     return {"agents": entries}
 
 
+def listed_agents(listed: list[Listed]) -> Json:
+    """The agents as ``Registry.list`` finds them (each status rendered already)."""
+    entries = []
+    for entry in listed:
+        failure = entry.failure
+        if failure is None:
+            entries.append(active_agent(entry.agent_id, entry.status))
+        else:
+            entries.append(quarantined_agent(entry.agent_id, quarantine_message(failure), failure))
+    return agent_list(entries)
+
+
 # -- the policy in force -----------------------------------------------------------
 
 
@@ -167,29 +195,44 @@ def policy(value: Policy) -> Json:
 # -- decisions and actions -----------------------------------------------------------
 
 
-def allowed(
-    action_id: str,
-    cost: Decimal,
-    remaining: Decimal,
-    lines: tuple[bytes, bytes] | None,
-    grant_id: str | None,
-) -> Json:
-    """An allowance; ``lines`` are its action_requested and action_allowed
-    lines, its receipt (None for an allowance older than receipts)."""
-    out: Json = {"decision": _ALLOWED, "action_id": action_id, "cost": cost, "remaining": remaining}
+# The decisions: one is rendered for every request, so each takes the
+# core's value whole and builds its dict in one call.
+
+
+def allowed(value: Allowed) -> Json:
+    """An allowance, with its receipt (none for an allowance older than receipts)."""
+    out: Json = {
+        "decision": _ALLOWED,
+        "action_id": value.action_id,
+        "cost": value.cost,
+        "remaining": value.remaining,
+    }
+    lines = value.receipt_lines
     if lines is not None:
-        out["receipt"] = receipt(*lines)
-    if grant_id is not None:
-        out["grant_id"] = grant_id
+        out["receipt"] = [lines[0].decode(), lines[1].decode()]  # receipt(), inlined
+    if value.grant_id is not None:
+        out["grant_id"] = value.grant_id
+    if value.rule is not None:
+        out["rule"] = value.rule
     return out
 
 
-def denied(action_id: str, reason: dict[str, Any]) -> Json:
-    return {"decision": _DENIED, "action_id": action_id, "reason": reason}
+def denied(value: Denied) -> Json:
+    out: Json = {"decision": _DENIED, "action_id": value.action_id, "reason": value.reason}
+    if value.rule is not None:
+        out["rule"] = value.rule
+    return out
 
 
-def pending_decision(action_id: str) -> Json:
-    return {"decision": _PENDING, "action_id": action_id}
+def pending_decision(value: Pending) -> Json:
+    out: Json = {"decision": _PENDING, "action_id": value.action_id}
+    if value.rule is not None:
+        out["rule"] = value.rule
+    if value.approvals_required is not None:
+        # An approval short of its quorum: the approvals so far.
+        out["approvals"] = value.approvals
+        out["approvals_required"] = value.approvals_required
+    return out
 
 
 def action(state: AgentState, n: int, lines: Lines) -> Json:
@@ -400,3 +443,87 @@ RENDERS: dict[Any, Any] = {
     replies.PreToolUseOutput: deny_tool_use,
     replies.HookAck: hook_ack,
 }
+
+
+# -- each command's reply, rendered in the actor's turn --------------------------------
+# (state, the core's value, the batch's now, the lines the command read):
+# agents_runtime.runtime.actor.Render.
+
+
+def _status(state: AgentState, reply: AgentState, now: float, lines: Lines) -> Json:
+    return status(state)
+
+
+def _decision(state: AgentState, reply: Decided, now: float, lines: Lines) -> Json:
+    if type(reply) is Allowed:  # the common case first
+        return allowed(reply)
+    if type(reply) is Denied:
+        return denied(reply)
+    assert type(reply) is Pending
+    return pending_decision(reply)
+
+
+def _action(state: AgentState, n: int, now: float, lines: Lines) -> Json:
+    return action(state, n, lines)
+
+
+def _pending(state: AgentState, reply: dict[str, Action], now: float, lines: Lines) -> Json:
+    return pending_list(state)
+
+
+def _policy(state: AgentState, reply: Policy, now: float, lines: Lines) -> Json:
+    return policy(reply)
+
+
+def _grant(state: AgentState, reply: Grant, now: float, lines: Lines) -> Json:
+    return grant(reply, now)
+
+
+def _grants(state: AgentState, reply: dict[str, Grant], now: float, lines: Lines) -> Json:
+    return grant_list(state, now)
+
+
+def shadow(value: Shadow) -> Json:
+    """A shadow policy and its tallies since it was set."""
+    return {
+        "policy": policy_json(value.policy),
+        "policy_ref": value.policy_ref,
+        "version": value.version,
+        "since": value.since,
+        "agree": value.agree,
+        "disagree": dict(value.disagree),
+        "recent_disagreements": list(value.recent),
+    }
+
+
+def _shadow(state: AgentState, reply: Shadow, now: float, lines: Lines) -> Json:
+    return shadow(reply)
+
+
+def _ok(state: AgentState, reply: None, now: float, lines: Lines) -> Json:
+    return OK
+
+
+BY_COMMAND: Renders = {
+    c.RequestAction: _decision,
+    c.Approve: _decision,
+    c.Reject: _decision,
+    c.GetAction: _action,
+    c.Cancel: _action,
+    c.ListPending: _pending,
+    c.GetStatus: _status,
+    c.SetPolicy: _status,
+    c.ReportOutcome: _status,
+    c.AddScar: _status,
+    c.Terminate: _status,
+    c.GetPolicy: _policy,
+    c.IssueGrant: _grant,
+    c.RevokeGrant: _grant,
+    c.ListGrants: _grants,
+    c.SetShadow: _shadow,
+    c.GetShadow: _shadow,
+    c.ClearShadow: _ok,
+}
+# The commands whose reply a route uses as it is: an action's ID or None
+# (FindAction), a future (WatchAction), the log's handle (GetLogView).
+AS_IS = frozenset({c.FindAction, c.WatchAction, c.GetLogView})

@@ -23,6 +23,7 @@ Operator = NewType("Operator", str)  # a Name other than "system"
 Text = NewType("Text", str)  # reasons and notes (1-4096 characters)
 Tool = NewType("Tool", str)
 AgentId = NewType("AgentId", str)
+PolicyName = NewType("PolicyName", str)  # a named (fleet) policy: as an agent ID
 Count = NewType("Count", int)  # a whole number from 1
 Quorum = NewType("Quorum", int)  # approvals a held call needs: 1 to 10
 Seconds = NewType("Seconds", Decimal)  # a positive duration

@@ -8,7 +8,8 @@ import pytest
 from tests.support.server import GuardServer
 
 # A real PostgreSQL for the store's tests: postgres_server, postgres_dsn, the "postgres" marker.
-pytest_plugins = ["tests.support.postgres_plugin"]
+# A real OpenID provider for the sign-in tests: oidc_provider.
+pytest_plugins = ["tests.support.postgres_plugin", "tests.support.oidc_plugin"]
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """The domain: money, policy, commands, agent state, the checks that decide
 and the behaviour that turns a command into records. Pure: no I/O, no clock
 (``now`` is passed in), no globals; the runtime runs it, ``audit replay``
-re-runs it on a log.
+re-runs it on a log. A command's reply is a value of the domain (the state,
+an action's number, a grant, a decision); the HTTP layer renders it
+(``guardd.views``), through the table the runtime is given.
 
 May import: ``agents_runtime.log`` (records, kinds, canonical form) and
 ``agents_runtime.errors``; never ``runtime`` or ``guardd`` (``make lint``).
@@ -24,9 +26,12 @@ termination, then scars, decisions, actions and agent; grants only by
 actions. Below them::
 
     entries      what an entry of the two tables holds; Command, every command's base
-    state        the agent's state (the model), its queries, and its JSON views
-    checks       decide(): the checks, in their fixed order
+    state        the agent's state (the model) and its queries
+    answers      what a decision answers with (Allowed, Denied, Pending), as values
+    checks       decide(): the checks, in their fixed order (policy rules among them)
+    conditions   the rules' CEL expressions: compiled once, evaluated on facts
     vocabulary   decisions, action statuses, outcomes, severities, reason codes
+    snapshot     the state as JSON and back, generically (what a state snapshot holds)
     money, policy, validation
 
 Above them, the two tables::
@@ -45,8 +50,10 @@ every step; a new word of the domain goes in ``vocabulary``.
 __all__ = [
     "actions",
     "agent",
+    "answers",
     "behaviour",
     "commands",
+    "conditions",
     "decisions",
     "entries",
     "grants",
@@ -54,6 +61,7 @@ __all__ = [
     "policy",
     "records",
     "scars",
+    "snapshot",
     "state",
     "termination",
     "validation",

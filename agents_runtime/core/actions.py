@@ -36,11 +36,11 @@ from agents_runtime.core.entries import (
 )
 from agents_runtime.core.grants import drawable
 from agents_runtime.core.scars import add_scar
+from agents_runtime.core.shadow import shadow_of
 from agents_runtime.core.state import (
     STATUS_CODES,
     AgentState,
     Lines,
-    action_json,
     action_number,
     action_of,
     action_outcome,
@@ -48,10 +48,11 @@ from agents_runtime.core.state import (
     action_status,
     first_decision,
     first_decision_reads,
+    keep_key,
+    keyed_action,
     known_action,
     parse_line,
     parse_ts,
-    status_json,
 )
 from agents_runtime.core.vocabulary import ADMIN, SYSTEM, ActionStatus, Decision, Outcome, Severity
 from agents_runtime.errors import AgentUnavailable, Forbidden, IdempotencyConflict, InvalidState
@@ -128,21 +129,25 @@ def _same_request(state: AgentState, n: int, cmd: RequestAction, lines: Lines) -
     return dumps(first) == dumps(again)
 
 
-def _repeated(state: AgentState, cmd: RequestAction) -> int | None:
-    """The number of the action an Idempotency-Key repeat names, if any."""
+def _repeated(state: AgentState, cmd: RequestAction, now: float) -> int | None:
+    """The number of the action an Idempotency-Key repeat names, if any: a
+    key older than its retention names none (a new request)."""
     key = cmd.idempotency_key
-    return None if key is None else state.idempotency.get(key)
+    return None if key is None else keyed_action(state, key, now)
 
 
 def request_reads(state: AgentState, cmd: RequestAction) -> tuple[int, ...]:
-    earlier = _repeated(state, cmd)
+    # No clock here: a key past its retention still reads the lines of its
+    # action, which request_action then does not use.
+    key = cmd.idempotency_key
+    earlier = None if key is None else keyed_action(state, key, float("-inf"))
     if earlier is None or action_status(state, earlier) == _REQUESTED:
         return ()
     return first_decision_reads(state, earlier)
 
 
 def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lines) -> Steps:
-    earlier = _repeated(state, cmd)
+    earlier = _repeated(state, cmd, now)
     if earlier is not None:
         if action_status(state, earlier) == _REQUESTED:
             # Only a read-only or fenced guardd keeps a request a crash cut
@@ -156,7 +161,7 @@ def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lin
             )
         return first_decision(state, earlier, lines)
     action_id = state.next_action_id
-    verdict = decide(state, cmd.tool, cmd.cost, now)
+    verdict = decide(state, cmd.tool, cmd.cost, now, cmd.input)
     verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)
     fields: dict[str, Any] = {
         "kind": _ACTION_REQUESTED,
@@ -168,7 +173,15 @@ def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lin
     }
     if cmd.idempotency_key is not None:
         fields["idempotency_key"] = cmd.idempotency_key
-    requested = yield signed_by(fields, cmd.by, cmd.by_id)
+    signed_by(fields, cmd.by, cmd.by_id)
+    shadow = state.shadow
+    if shadow is not None:
+        other = shadow_of(state, shadow, cmd.tool, cmd.cost, cmd.input, now, verdict.decision)
+        requested = yield fields
+        return (
+            yield from conclude(state, action_id, verdict, requested, grant=grant, shadow=other)
+        )
+    requested = yield fields
     return (yield from conclude(state, action_id, verdict, requested, grant=grant))
 
 
@@ -183,7 +196,7 @@ def _draw(
     grant = drawable(state.grants, tool, tool_input, verdict.charge, now)
     if grant is None:
         return verdict, None
-    return Verdict(_ALLOWED, verdict.charge), grant.grant_id
+    return Verdict(_ALLOWED, verdict.charge, None, verdict.rule), grant.grant_id
 
 
 def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...]:
@@ -191,12 +204,13 @@ def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...]:
     return () if n is None else action_reads(state, n)
 
 
-def get_action(state: AgentState, cmd: GetAction, now: float, lines: Lines) -> Any:
-    return action_json(state, known_action(state, cmd.action_id), lines)
+def get_action(state: AgentState, cmd: GetAction, now: float, lines: Lines) -> int:
+    """Reply: the action's number (its view reads ``lines``)."""
+    return known_action(state, cmd.action_id)
 
 
 def find_action(state: AgentState, cmd: FindAction, now: float, lines: Lines) -> str | None:
-    n = state.idempotency.get(cmd.idempotency_key)
+    n = keyed_action(state, cmd.idempotency_key, now)
     return None if n is None else f"act-{n}"
 
 
@@ -214,7 +228,7 @@ def _fold_requested(state: AgentState, r: Record) -> None:
     state.next_action_id = f"act-{n + 1}"
     key = r.get("idempotency_key")
     if key is not None:
-        state.idempotency[key] = n
+        keep_key(state, key, n, parse_ts(r["ts"]))
 
 
 def _finish_request(state: AgentState, last: Record) -> Steps:
@@ -222,9 +236,15 @@ def _finish_request(state: AgentState, last: Record) -> Steps:
     cost = last["requested_cost"]
     requested_cost = None if cost is None else Decimal(cost)
     now = parse_ts(last["ts"])
-    verdict = decide(state, last["tool"], requested_cost, now)
+    verdict = decide(state, last["tool"], requested_cost, now, last["input"])
     verdict, grant = _draw(state, verdict, last["tool"], last["input"], now)
-    yield from conclude(state, last["action_id"], verdict, last, grant=grant)
+    shadow = state.shadow
+    other = None
+    if shadow is not None:
+        other = shadow_of(
+            state, shadow, last["tool"], requested_cost, last["input"], now, verdict.decision
+        )
+    yield from conclude(state, last["action_id"], verdict, last, grant=grant, shadow=other)
 
 
 def _decimal(value: Any) -> Decimal | None:
@@ -273,7 +293,7 @@ def report_outcome(state: AgentState, cmd: ReportOutcome, now: float, lines: Lin
         fields["detail"] = cmd.detail
     yield fields
     yield from _outcome_scar(state, cmd.action_id, cmd.outcome, cmd.detail)
-    return status_json(state)
+    return state
 
 
 def _outcome_scar(state: AgentState, action_id: str, outcome: str, detail: str | None) -> Steps:

@@ -12,7 +12,6 @@ actor itself.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 import attrs
 
@@ -33,7 +32,7 @@ from agents_runtime.core.entries import (
     signed_by,
 )
 from agents_runtime.core.policy import Policy, charge_for, parse_policy, policy_json
-from agents_runtime.core.state import AgentState, Lines, parse_ts, status_json
+from agents_runtime.core.state import AgentState, Lines, parse_ts
 from agents_runtime.core.termination import terminate_if_due
 from agents_runtime.errors import InvalidState, PolicyError
 from agents_runtime.log.kinds import Kind
@@ -51,7 +50,12 @@ class GetPolicy(Command):
 
 @attrs.frozen
 class SetPolicy(Command):
+    """A new policy: the agent's own, or (``policy_ref``) ``version`` of a
+    named fleet policy, which the agent then follows."""
+
     policy: Policy
+    policy_ref: str | None = None
+    version: int | None = None
     by: str | None = None  # the operator who sets it (entries.signed_by)
     by_id: str | None = None
 
@@ -64,22 +68,33 @@ class GetLogView(Command):
 def set_policy(state: AgentState, cmd: SetPolicy, now: float, lines: Lines) -> Steps:
     if not state.alive:
         raise InvalidState(f"agent {state.agent_id} is terminated; its policy cannot change")
-    yield signed_by({"kind": Kind.POLICY, "policy": policy_json(cmd.policy)}, cmd.by, cmd.by_id)
+    ref = cmd.policy_ref
+    fields = signed_by({"kind": Kind.POLICY, "policy": policy_json(cmd.policy)}, cmd.by, cmd.by_id)
+    if ref is not None:
+        version = state.policy_version
+        if state.policy_ref == ref and version is not None and cmd.version is not None:
+            if version >= cmd.version:
+                # A fan-out run again after a crash, or one that raced a
+                # newer version: the log holds this version or a later one.
+                return state
+        fields["policy_ref"] = ref
+        fields["version"] = cmd.version
+    yield fields
     yield from terminate_if_due(state)
     # A shorter timeout applies at once: what it makes due expires now, in
     # the same write, not in a batch of its own at the same ts.
     yield from expire_due(state, now)
-    return status_json(state)
+    return state
 
 
-def get_status(state: AgentState, cmd: GetStatus, now: float, lines: Lines) -> Any:
-    return status_json(state)
+def get_status(state: AgentState, cmd: GetStatus, now: float, lines: Lines) -> AgentState:
+    return state
 
 
-def get_policy(state: AgentState, cmd: GetPolicy, now: float, lines: Lines) -> Any:
+def get_policy(state: AgentState, cmd: GetPolicy, now: float, lines: Lines) -> Policy:
     # Every loaded agent has one: a log without its policy record is quarantined.
     assert state.policy is not None
-    return policy_json(state.policy)
+    return state.policy
 
 
 def _fold_genesis(state: AgentState, r: Record) -> None:
@@ -89,10 +104,14 @@ def _fold_genesis(state: AgentState, r: Record) -> None:
 def _fold_policy(state: AgentState, r: Record) -> None:
     spent = state.spent
     policy = state.policy = parse_policy(r["policy"])
+    # A policy of the agent's own (no policy_ref) ends its following.
+    state.policy_ref = r.get("policy_ref")
+    state.policy_version = r.get("version")
     state.remaining = policy.budget - spent
     # A held action is charged under the policy in force when it is approved.
     for action in state.pending.values():
-        action.cost = Decimal(charge_for(policy.rule_for(action.tool), action.requested_cost))
+        charge, _ = charge_for(policy.rule_for(action.tool), action.requested_cost, action.input)
+        action.cost = Decimal(charge)
     state.expiry_dirty = True
 
 
@@ -103,7 +122,13 @@ def _finish_policy(state: AgentState, last: Record) -> Steps:
 
 def _policy_of(record: Record) -> SetPolicy | str:
     try:
-        return SetPolicy(parse_policy(record["policy"]), record.get("by"), record.get("by_id"))
+        return SetPolicy(
+            parse_policy(record["policy"]),
+            record.get("policy_ref"),
+            record.get("version"),
+            record.get("by"),
+            record.get("by_id"),
+        )
     except PolicyError as exc:
         return f"policy record is not a valid policy: {exc}"
 

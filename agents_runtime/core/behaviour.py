@@ -16,6 +16,10 @@ changes only at a ``yield``, and only by the fold that replay runs too.
 
 A command that only reads has a view: a plain function of the state.
 
+Either answers with a value of the domain, never its wire form: the state,
+an action's number, a grant, the policy, or a decision (``answers``). The
+HTTP layer renders it (``guardd.views``), in the actor's turn.
+
 Neither does I/O or reads a clock: ``now`` is the ``ts`` of the records a
 batch writes, and an earlier record a reply quotes (the first decision of an
 ``Idempotency-Key`` repeat, a finished action's input) comes in ``lines``,

@@ -21,6 +21,7 @@ from agents_runtime.core.decisions import Approve, Cancel, ListPending, Reject
 from agents_runtime.core.entries import Command
 from agents_runtime.core.grants import IssueGrant, ListGrants, RevokeGrant
 from agents_runtime.core.scars import AddScar
+from agents_runtime.core.shadow import ClearShadow, GetShadow, SetShadow
 from agents_runtime.core.termination import Terminate
 from agents_runtime.core.vocabulary import ADMIN, AGENT
 
@@ -30,11 +31,13 @@ __all__ = [
     "AddScar",
     "Approve",
     "Cancel",
+    "ClearShadow",
     "Command",
     "FindAction",
     "GetAction",
     "GetLogView",
     "GetPolicy",
+    "GetShadow",
     "GetStatus",
     "IssueGrant",
     "ListGrants",
@@ -44,6 +47,7 @@ __all__ = [
     "RequestAction",
     "RevokeGrant",
     "SetPolicy",
+    "SetShadow",
     "Terminate",
     "WatchAction",
 ]

@@ -10,11 +10,13 @@ those decisions; the request itself is in ``actions``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import attrs
 
+from agents_runtime.core.answers import Allowed, Denied, Pending
 from agents_runtime.core.checks import DENY_SCARS, Verdict, decide
 from agents_runtime.core.entries import (
     BY_TIMER,
@@ -35,20 +37,18 @@ from agents_runtime.core.entries import (
     signed_by,
 )
 from agents_runtime.core.scars import add_scar
+from agents_runtime.core.shadow import tally
 from agents_runtime.core.state import (
-    NO_LINES,
+    NO_TAGS,
     STATUS_CODES,
     Action,
     AgentState,
     Lines,
-    action_json,
     action_of,
     action_status,
     expired_actions,
     known_action,
     parse_ts,
-    pending_json,
-    receipt,
     request_line,
 )
 from agents_runtime.core.termination import terminate_if_exhausted
@@ -68,6 +68,7 @@ from agents_runtime.log.record import Sealed
 # on its enum class.
 _ALLOWED = Decision.ALLOWED
 _PENDING = Decision.PENDING_APPROVAL
+_DENIED = Decision.DENIED
 _ACTION_REQUESTED = Kind.ACTION_REQUESTED
 _ACTION_ALLOWED = Kind.ACTION_ALLOWED
 _APPROVAL_REQUIRED = Kind.APPROVAL_REQUIRED
@@ -75,6 +76,7 @@ _ALLOWED_CODE = STATUS_CODES[ActionStatus.ALLOWED]
 _DENIED_CODE = STATUS_CODES[ActionStatus.DENIED]
 _PENDING_CODE = STATUS_CODES[ActionStatus.PENDING_APPROVAL]
 _CANCELLED_CODE = STATUS_CODES[ActionStatus.CANCELLED]
+_POLICY_RULE = ReasonCode.POLICY_RULE
 
 
 @attrs.frozen
@@ -124,11 +126,13 @@ def conclude(
     grant: str | None = None,
     by_id: str | None = None,
     approvers: list[dict[str, Any]] | None = None,
+    shadow: dict[str, Any] | None = None,
 ) -> Steps:
     """Write the decision records for a verdict on the action whose
     action_requested record is ``request`` (as sealed, or folded); return
     the decision object. ``grant``: the grant an allowance draws on in place
-    of an approval."""
+    of an approval; ``shadow``: a shadow policy's other decision
+    (``shadow.shadow_of``), carried by the decision record."""
     if verdict.decision == _ALLOWED:
         charge = verdict.charge
         remaining = state.remaining - charge
@@ -152,21 +156,29 @@ def conclude(
                 fields["approvers"] = approvers
         if grant is not None:
             fields["grant_id"] = grant
+        if shadow is not None:
+            fields["shadow"] = shadow
+        if verdict.rule is not None:
+            fields["rule"] = verdict.rule
         allowed = yield fields
-        decision = {
-            "decision": _ALLOWED,
-            "action_id": action_id,
-            "cost": charge,
-            "remaining": remaining,
-            "receipt": receipt(request_line(request), allowed.line[:-1]),
-        }
-        if grant is not None:
-            decision["grant_id"] = grant
+        decision = Allowed(
+            action_id,
+            charge,
+            remaining,
+            (request_line(request), allowed.line[:-1]),
+            grant,
+            verdict.rule,
+        )
         yield from terminate_if_exhausted(remaining, charge, state.alive)
         return decision
     if verdict.decision == _PENDING:
-        yield {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
-        return {"decision": _PENDING, "action_id": action_id}
+        held = {"kind": _APPROVAL_REQUIRED, "action_id": action_id, "cost": verdict.charge}
+        if verdict.rule is not None:
+            held["rule"] = verdict.rule
+        if shadow is not None:
+            held["shadow"] = shadow
+        yield held
+        return Pending(action_id, verdict.rule)
     reason = verdict.reason or {}
     denied: dict[str, Any] = {"kind": Kind.ACTION_DENIED, "action_id": action_id, "reason": reason}
     if approver is not None:
@@ -174,13 +186,20 @@ def conclude(
         signed_by(denied, approver, by_id)
         if approvers is not None:
             denied["approvers"] = approvers
+    if verdict.rule is not None:
+        denied["rule"] = verdict.rule
+    if shadow is not None:
+        denied["shadow"] = shadow
     yield denied
     yield from _denial_scar(state, action_id, reason)
-    return {"decision": Decision.DENIED, "action_id": action_id, "reason": reason}
+    return Denied(action_id, reason, verdict.rule)
 
 
 def _denial_scar(state: AgentState, action_id: str, reason: dict[str, Any]) -> Steps:
-    severity = DENY_SCARS[reason["code"]]
+    code = reason["code"]
+    # A deny rule sets its own scar, written into its reason (so finishing a
+    # denial a crash cut short, and replay, read it back).
+    severity = reason.get("scar") if code == _POLICY_RULE else DENY_SCARS[code]
     if severity is not None:
         yield from add_scar(state, severity, f"denied: {reason['code']}", action_id, SYSTEM)
 
@@ -240,17 +259,12 @@ def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
         if cmd.note is not None:
             fields["note"] = cmd.note
         yield signed_by(fields, cmd.approver, by_id)
-        return {
-            "decision": _PENDING,
-            "action_id": action.action_id,
-            "approvals": action.approvals,
-            "approvals_required": required,
-        }
+        return Pending(action.action_id, action.rule, action.approvals, required)
     approvers = None
     if required > 1:
         given = [{"by": a["by"], "by_id": a["by_id"]} for a in action.approvals]
         approvers = [*given, {"by": cmd.approver, "by_id": by_id}]
-    verdict = decide(state, action.tool, action.requested_cost, now, approving=True)
+    verdict = decide(state, action.tool, action.requested_cost, now, action.input, approving=True)
     return (
         yield from conclude(
             state,
@@ -277,7 +291,8 @@ def reject(state: AgentState, cmd: Reject, now: float, lines: Lines) -> Steps:
     yield signed_by(fields, cmd.approver, cmd.by_id)
     if cmd.scar is not None:
         yield from add_scar(state, cmd.scar, cmd.reason, action.action_id, cmd.approver, cmd.by_id)
-    return {"decision": Decision.DENIED, "action_id": action.action_id, "reason": action.reason}
+    assert action.reason is not None  # set by the fold of its action_rejected
+    return Denied(action.action_id, action.reason)
 
 
 def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
@@ -289,8 +304,9 @@ def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
     yield fields
-    # A cancelled action is held and has no receipt: its view reads nothing.
-    return action_json(state, known_action(state, action.action_id), NO_LINES)
+    # Reply: the action's number. A cancelled action is held and has no
+    # receipt: its view reads nothing.
+    return known_action(state, action.action_id)
 
 
 def expire_due(state: AgentState, now: float) -> Steps:
@@ -303,8 +319,11 @@ def expire_due(state: AgentState, now: float) -> Steps:
         yield {"kind": Kind.APPROVAL_EXPIRED, "action_id": action_id, "timeout_secs": timeout}
 
 
-def list_pending(state: AgentState, cmd: ListPending, now: float, lines: Lines) -> Any:
-    return {"pending": [pending_json(a, state) for a in state.pending.values()]}
+def list_pending(
+    state: AgentState, cmd: ListPending, now: float, lines: Lines
+) -> dict[str, Action]:
+    """Reply: the pending actions by ID, oldest first."""
+    return state.pending
 
 
 # -- folds ------------------------------------------------------------------------------
@@ -333,6 +352,10 @@ def _fold_approval_required(state: AgentState, r: Record) -> None:
     if q is None:
         raise _not_after_request(r)
     action = Action(request=q, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
+    action.rule = r.get("rule")
+    shadow = state.shadow
+    if shadow is not None:
+        tally(state, shadow, r, _PENDING)
     state.expiry_dirty = True
     state.held[action.action_id] = action
     state.pending[action.action_id] = action
@@ -371,6 +394,10 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
             action.approvals.append(_given(r))
         if "request_hash" in r:
             action.receipt_seq = r["seq"]
+    else:
+        shadow = state.shadow
+        if shadow is not None:
+            tally(state, shadow, r, _ALLOWED)
     state.action_status[n - 1] = _ALLOWED_CODE
     if "grant_id" in r:  # drawn on a grant instead of a person's approval
         grant = state.grants[r["grant_id"]]
@@ -380,6 +407,22 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
     state.allowed_times.append(parse_ts(r["ts"]))
+    policy = state.policy
+    if policy is not None:
+        rule = policy.rule_for(tool)
+        if rule is not None and rule.tags:
+            _remember_tags(state, rule.tags, r["ts"])
+
+
+def _remember_tags(state: AgentState, tags: tuple[str, ...], ts: str) -> None:
+    """The tags of an allowed call, as the policy in force gives them, last
+    used at its record's ts (what a rule's ``history`` reads)."""
+    last_used = state.tag_last_used
+    if last_used is NO_TAGS:
+        last_used = state.tag_last_used = {}
+    at = datetime.fromisoformat(ts)
+    for tag in tags:
+        last_used[tag] = at
 
 
 def _given(r: Record) -> dict[str, Any]:
@@ -404,6 +447,10 @@ def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
         action.reason = reason
         action.decided_at = r["ts"]
         action.decided_by_id = r.get("by_id")
+    else:
+        shadow = state.shadow
+        if shadow is not None:
+            tally(state, shadow, r, _DENIED)
     state.action_status[n - 1] = _DENIED_CODE
     state.actions_denied += 1
 
@@ -559,13 +606,15 @@ def _allowed_as_written(expected: Record, actual: Record) -> Record:
 
 # -- webhooks ---------------------------------------------------------------------------
 
-_DECIDED_FIELDS = ("approved_by", "by", "note", "reason", "cost", "timeout_secs")
+_DECIDED_FIELDS = ("approved_by", "by", "note", "reason", "cost", "timeout_secs", "rule")
 
 
 def _announces_held(record: Record, requested: Record | None) -> tuple[str, Record]:
     data = {"action_id": record["action_id"], "cost": record["cost"]}
     if requested is not None:
         data |= {"tool": requested["tool"], "input": requested["input"]}
+    if "rule" in record:
+        data["rule"] = record["rule"]
     return "approval.required", data
 
 

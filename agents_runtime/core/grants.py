@@ -151,33 +151,6 @@ def drawable(
     return best
 
 
-def grant_json(grant: Grant, now: float) -> dict[str, Any]:
-    """A grant as ``GET .../grants`` shows it, with what is left."""
-    out: dict[str, Any] = {
-        "grant_id": grant.grant_id,
-        "tool": grant.tool,
-        "by": grant.by,
-        "issued_at": grant.issued_at,
-        "expires_at": grant.expires_at,
-        "max_calls": grant.max_calls,
-        "max_cost": grant.max_cost,
-        "input_match": grant.input_match,
-        "calls_used": grant.calls,
-        "cost_used": grant.spent,
-        "calls_left": None if grant.max_calls is None else max(grant.max_calls - grant.calls, 0),
-        "cost_left": None if grant.max_cost is None else max(grant.max_cost - grant.spent, ZERO),
-        "status": grant.status(now),
-    }
-    if grant.note is not None:
-        out["note"] = grant.note
-    if grant.revoked_by is not None:
-        out["revoked_by"] = grant.revoked_by
-        out["revoked_at"] = grant.revoked_at
-        if grant.revoke_reason is not None:
-            out["revoke_reason"] = grant.revoke_reason
-    return out
-
-
 def issue_grant(state: AgentState, cmd: IssueGrant, now: float, lines: Lines) -> Steps:
     if not state.alive:
         raise InvalidState(f"agent {state.agent_id} is terminated; it takes no grants")
@@ -204,7 +177,7 @@ def issue_grant(state: AgentState, cmd: IssueGrant, now: float, lines: Lines) ->
     if cmd.note is not None:
         fields["note"] = cmd.note
     yield signed_by(fields, cmd.by, cmd.by_id)
-    return grant_json(state.grants[grant_id], now)
+    return state.grants[grant_id]
 
 
 def _grant(state: AgentState, grant_id: str) -> Grant:
@@ -224,11 +197,12 @@ def revoke_grant(state: AgentState, cmd: RevokeGrant, now: float, lines: Lines) 
     if cmd.reason is not None:
         fields["reason"] = cmd.reason
     yield signed_by(fields, cmd.by, cmd.by_id)
-    return grant_json(grant, now)
+    return grant
 
 
-def list_grants(state: AgentState, cmd: ListGrants, now: float, lines: Lines) -> Any:
-    return {"grants": [grant_json(g, now) for g in state.grants.values()]}
+def list_grants(state: AgentState, cmd: ListGrants, now: float, lines: Lines) -> dict[str, Grant]:
+    """Reply: the agent's grants by ID, in issue order."""
+    return state.grants
 
 
 def _fold_issued(state: AgentState, r: Record) -> None:

@@ -15,15 +15,55 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
+from agents_runtime.core.conditions import NOTHING, Condition, Reads, compile_condition
 from agents_runtime.core.money import ZERO, Money, positive, to_money
 from agents_runtime.core.validation import error_messages
+from agents_runtime.core.vocabulary import Effect, Severity
 from agents_runtime.errors import PolicyError
-from agents_runtime.log.canonical import MAX_SAFE_INT
+from agents_runtime.log.canonical import MAX_SAFE_INT, dumps, loads
 
 PositiveNumber = NewType("PositiveNumber", Decimal)
 PositiveInt = NewType("PositiveInt", int)
+# A rule's name or a tag: 1 to MAX_NAME characters, no control characters.
+ShortName = NewType("ShortName", str)
+# A key, or a dotted key path, of a request's input.
+KeyPath = NewType("KeyPath", str)
+Text = NewType("Text", str)
 
 MAX_TOOL_NAME = 128
+MAX_NAME = 64
+MAX_KEY_PATH = 256
+
+
+@attrs.frozen
+class Rule:
+    """One of a tool's ``rules``: when ``when`` is true, ``effect`` decides
+    the call (rules after it are not evaluated)."""
+
+    name: ShortName
+    when: Condition
+    effect: Effect
+    # A deny's own words and scar (the others take neither).
+    message: Text | None = None
+    scar: Severity | None = None
+
+
+class Rules(tuple[Rule, ...]):
+    """A tool's rules, in order, with what any of them may read (so that a
+    request builds those facts only, without looking at each rule)."""
+
+    reads: Reads
+
+    def __new__(cls, rules: tuple[Rule, ...] = ()) -> Rules:
+        self = super().__new__(cls, rules)
+        reads = NOTHING
+        for rule in rules:
+            reads = reads | rule.when.reads
+        self.reads = reads
+        return self
+
+
+NO_RULES = Rules()
 
 
 ApprovalCount = NewType("ApprovalCount", int)  # operators who must approve: 1 to MAX_APPROVALS
@@ -38,16 +78,50 @@ class ToolRule:
     # Seconds a held call of this tool may wait for an operator; None: the
     # policy's own approval_timeout_secs.
     approval_timeout_secs: PositiveNumber | None = None
+    rules: Rules = NO_RULES
+    # What history.tags_used remembers of each allowed call of the tool.
+    tags: tuple[ShortName, ...] = ()
+    # The input key (path) whose value is the call's money amount.
+    cost_from: KeyPath | None = None
     # Operators who must approve a held call, each once (1 to MAX_APPROVALS).
     approvals_required: ApprovalCount = ApprovalCount(1)
 
 
-def charge_for(rule: ToolRule | None, requested_cost: Decimal | None) -> Decimal:
-    """The larger of the request's cost (default 0) and the rule's minimum."""
+def charge_for(
+    rule: ToolRule | None, requested_cost: Decimal | None, tool_input: Any = None
+) -> tuple[Decimal, str | None]:
+    """The charge of a call: the largest of the request's cost (default 0),
+    the rule's minimum and, with ``cost_from``, the input's amount; and why
+    that amount cannot be read, if it cannot (the call is then denied
+    ``policy_error``, and the charge leaves the amount out)."""
     requested = requested_cost if requested_cost is not None else ZERO
-    if rule is None or requested >= rule.cost:
-        return requested
-    return rule.cost
+    if rule is None:
+        return requested, None
+    charge = requested if requested >= rule.cost else rule.cost
+    if rule.cost_from is None:
+        return charge, None
+    amount = input_amount(rule.cost_from, tool_input)
+    if isinstance(amount, str):
+        return charge, amount
+    return (amount if amount > charge else charge), None
+
+
+def input_amount(path: str, tool_input: Any) -> Money | str:
+    """The money amount at ``path`` (a key, or dotted keys) of a call's input,
+    exact as the request gave it; or what is wrong with it."""
+    value = tool_input
+    for key in path.split("."):
+        if type(value) is not dict or key not in value:
+            return f"input.{path} is missing"
+        value = value[key]
+    if type(value) is Decimal:
+        # As the log writes it and reads it back (2.0000000000000001 as 2):
+        # a replay of the call must read the very same amount.
+        value = loads(dumps(value))
+    try:
+        return to_money(value)
+    except ValueError as exc:
+        return f"input.{path} {exc}"
 
 
 @attrs.frozen
@@ -138,6 +212,63 @@ def _tools(value: Any, _: Any) -> dict[str, ToolRule]:
     return result
 
 
+def _short_name(value: Any, _: Any) -> ShortName:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME:
+        raise ValueError(f"must be a string of 1 to {MAX_NAME} characters")
+    if any(c < " " or "\x7f" <= c <= "\x9f" for c in value):  # C0, DEL and C1
+        raise ValueError("must not contain control characters")
+    return ShortName(value)
+
+
+def _key_path(value: Any, _: Any) -> KeyPath:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_PATH:
+        raise ValueError(f"must be a string of 1 to {MAX_KEY_PATH} characters")
+    if "" in value.split("."):
+        raise ValueError("must be a key or a dotted key path (a.b.c)")
+    return KeyPath(value)
+
+
+def _condition(value: Any, _: Any) -> Condition:
+    if not isinstance(value, str):
+        raise ValueError("must be a string (a CEL expression)")
+    return compile_condition(value)
+
+
+def _text(value: Any, _: Any) -> Text:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return Text(value)
+
+
+def _rules(value: Any, _: Any) -> Rules:
+    if not isinstance(value, list):
+        raise ValueError("must be a list")
+    result: list[Rule] = []
+    errors: list[Exception] = []
+    names: set[str] = set()
+    for index, item in enumerate(value):
+        try:
+            rule = _converter.structure(item, Rule)
+            if rule.effect != Effect.DENY and (rule.message is not None or rule.scar is not None):
+                raise ValueError(f"only a {Effect.DENY} rule takes a message or a scar")
+            if rule.name in names:
+                raise ValueError(f"rule name {rule.name!r} is used twice")
+            names.add(rule.name)
+            result.append(rule)
+        except Exception as exc:  # collected, re-raised below with its path
+            exc.__notes__ = [*getattr(exc, "__notes__", []), f"@index {index}"]
+            errors.append(exc)
+    if errors:
+        raise ExceptionGroup("invalid rules", errors)
+    return Rules(tuple(result))
+
+
+def _tags(value: Any, _: Any) -> tuple[ShortName, ...]:
+    if not isinstance(value, list):
+        raise ValueError("must be a list")
+    return tuple(_short_name(v, None) for v in value)
+
+
 def _rule_dict(value: Any) -> Any:
     if not isinstance(value, dict):
         raise ValueError("must be an object")
@@ -151,7 +282,13 @@ _converter.register_structure_hook(PositiveInt, _positive_int)
 _converter.register_structure_hook(ApprovalCount, _approval_count)
 _converter.register_structure_hook(bool, _bool)
 _converter.register_structure_hook_func(lambda t: t == dict[str, ToolRule], _tools)
-for _cls in (ToolRule, RateLimit, Policy):
+_converter.register_structure_hook(ShortName, _short_name)
+_converter.register_structure_hook(KeyPath, _key_path)
+_converter.register_structure_hook(Condition, _condition)
+_converter.register_structure_hook(Text, _text)
+_converter.register_structure_hook(Rules, _rules)
+_converter.register_structure_hook_func(lambda t: t == tuple[ShortName, ...], _tags)
+for _cls in (Rule, ToolRule, RateLimit, Policy):
     _hook = _converter.gen_structure_attrs_fromdict(_cls)
     _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_rule_dict(v), t))
 
@@ -174,7 +311,14 @@ def policy_json(policy: Policy) -> dict[str, Any]:
         out = {"cost": r.cost, "requires_approval": r.requires_approval, "max_calls": r.max_calls}
         if r.approval_timeout_secs is not None:
             out["approval_timeout_secs"] = r.approval_timeout_secs
-        if r.approvals_required != 1:  # likewise: one approver keeps the old bytes
+        # Likewise rules, tags, cost_from and approvals_required.
+        if r.rules:
+            out["rules"] = [rule_json(x) for x in r.rules]
+        if r.tags:
+            out["tags"] = list(r.tags)
+        if r.cost_from is not None:
+            out["cost_from"] = r.cost_from
+        if r.approvals_required != 1:  # one approver keeps the old bytes
             out["approvals_required"] = r.approvals_required
         return out
 
@@ -194,4 +338,13 @@ def policy_json(policy: Policy) -> dict[str, Any]:
     }
     if policy.approval_timeout_secs is not None:
         out["approval_timeout_secs"] = policy.approval_timeout_secs
+    return out
+
+
+def rule_json(rule: Rule) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": rule.name, "when": rule.when.text, "effect": rule.effect}
+    if rule.message is not None:
+        out["message"] = rule.message
+    if rule.scar is not None:
+        out["scar"] = rule.scar
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from agents_runtime.core import actions, agent, decisions, grants, scars, termination
+from agents_runtime.core import actions, agent, decisions, grants, scars, shadow, termination
 from agents_runtime.core.entries import CommandEntry, Fold, KindEntry, kind_table
 from agents_runtime.core.state import AgentState
 from agents_runtime.log.kinds import table
@@ -37,7 +37,7 @@ class Concept(Protocol):
 
 
 # Every concept module, once: both tables are built from this list.
-CONCEPTS: tuple[Concept, ...] = (agent, actions, decisions, scars, termination, grants)
+CONCEPTS: tuple[Concept, ...] = (agent, actions, decisions, scars, termination, grants, shadow)
 
 KINDS: dict[str, KindEntry] = kind_table(
     entry for concept in CONCEPTS for entry in concept.KIND_ENTRIES

@@ -24,7 +24,7 @@ from agents_runtime.core.entries import (
     settles_nothing,
     signed_by,
 )
-from agents_runtime.core.state import AgentState, Lines, Scar, known_action, status_json
+from agents_runtime.core.state import AgentState, Lines, Scar, known_action
 from agents_runtime.core.termination import terminate_if_due
 from agents_runtime.core.vocabulary import OPERATOR, SYSTEM, Severity
 from agents_runtime.log.kinds import Kind
@@ -65,7 +65,7 @@ def scar(state: AgentState, cmd: AddScar, now: float, lines: Lines) -> Steps:
     # before operators could sign their scars read (and replay) the same.
     by = OPERATOR if cmd.by is None else cmd.by
     yield from add_scar(state, cmd.severity, cmd.reason, cmd.action_id, by, cmd.by_id)
-    return status_json(state)
+    return state
 
 
 def _fold(state: AgentState, r: Record) -> None:

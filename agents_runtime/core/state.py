@@ -1,5 +1,8 @@
 """Agent state: the model every record kind folds into, and its queries.
 
+How a reply shows the state on the wire is not here: the HTTP layer renders
+it (``guardd.views``), inside the actor's turn.
+
 Only the folds change it: ``apply`` (``agents_runtime.core.records``) runs
 the fold of each record's kind, as the entry of that kind declares it in its
 concept module. The actor calls it on each record it has just sealed (the
@@ -18,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agents_runtime.core.answers import Allowed, Decided, Denied, Pending
 from agents_runtime.core.money import ZERO
-from agents_runtime.core.vocabulary import ActionStatus, Decision, Outcome
+from agents_runtime.core.vocabulary import ActionStatus, Outcome
 from agents_runtime.errors import LogReadError, UnknownAction
 from agents_runtime.log.canonical import dumps, loads_trusted
 from agents_runtime.log.kinds import Kind
-from agents_runtime.log.record import Head, Sealed, timestamp_micros
+from agents_runtime.log.record import Head, Sealed
 
 if TYPE_CHECKING:
     from agents_runtime.core.grants import Grant
@@ -57,6 +61,14 @@ def note_ts(ts: str, value: float) -> None:
     _parsed = (ts, value)
 
 
+# Seconds an Idempotency-Key is kept (guardd's --idempotency-retention), as
+# payment APIs keep theirs: a day.
+DEFAULT_IDEMPOTENCY_RETENTION = 86_400.0
+
+# Field metadata: the field's values are entries of the named field of the
+# same state (the same objects, by key), not objects of their own.
+SAME_AS = "same_as"
+
 # One byte per action says where it stands; an outcome is kept as its own status.
 STATUS_CODES: dict[str, int] = {
     ActionStatus.REQUESTED: 0,
@@ -79,8 +91,6 @@ _STATUS_NAMES = (
     ActionStatus.CANCELLED,
 )
 _OUTCOMES = (None, None, None, None, Outcome.SUCCESS, Outcome.FAILURE, Outcome.HARMFUL, None)
-_DENIED_CODE = STATUS_CODES[ActionStatus.DENIED]
-_PENDING_CODE = STATUS_CODES[ActionStatus.PENDING_APPROVAL]
 
 
 @attrs.define(slots=True)
@@ -95,6 +105,7 @@ class Action:
 
     request: dict[str, Any]
     cost: Decimal  # the charge (recomputed when an approval re-runs the checks)
+    rule: str | None = None  # the policy rule that held it, if one did
     held_at: float = 0.0  # ts of its approval_required record: expiry counts from it
     reason: dict[str, Any] | None = None  # deny (or cancel) reason object
     approved_by: str | None = None
@@ -156,6 +167,25 @@ class _NoGrants(dict[str, "Grant"]):
 
 
 NO_GRANTS = _NoGrants()
+NO_TAGS: dict[str, datetime] = {}  # the tags of an agent that used none (never written)
+
+# How many disagreeing action IDs a shadow keeps (its view's recent_disagreements).
+RECENT_DISAGREEMENTS = 20
+
+
+@attrs.define(slots=True)
+class Shadow:
+    """A candidate policy evaluated beside the one in force and never
+    enforced (``shadow``), with the tallies its view shows, folded from the
+    decisions recorded since its ``shadow_set``."""
+
+    policy: Policy
+    since: str  # ts of its shadow_set record
+    policy_ref: str | None = None
+    version: int | None = None
+    agree: int = 0
+    disagree: dict[str, int] = attrs.field(factory=dict)  # "<live>-><shadow>" -> count
+    recent: list[str] = attrs.field(factory=list)  # oldest first, at most RECENT_DISAGREEMENTS
 
 
 @attrs.define(slots=True)
@@ -176,11 +206,24 @@ class AgentState:
     action_seqs: array[int] = attrs.field(factory=lambda: array("I"))  # "q" past 2^32
     action_status: bytearray = attrs.field(factory=bytearray)
     held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
-    pending: dict[str, Action] = attrs.field(factory=dict)  # insertion order = oldest first
-    idempotency: dict[str, int] = attrs.field(factory=dict)  # key -> action number
+    # Insertion order = oldest first. The same Action objects as ``held``'s
+    # (a decision changes both): a snapshot writes their IDs only
+    # (SAME_AS, agents_runtime/core/snapshot.py).
+    pending: dict[str, Action] = attrs.field(factory=dict, metadata={SAME_AS: "held"})
+    # Idempotency-Key -> (the number of the action it asked for, the ts of
+    # that request in seconds), oldest first. A key is kept for
+    # ``idempotency_retention`` seconds: reused later it is a new request,
+    # and the fold of each request with a key drops the keys past it.
+    idempotency: dict[str, tuple[int, float]] = attrs.field(factory=dict)
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = NO_GRANTS
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
+    # Tag -> the ts (as an instant) of the last allowed call whose tool had
+    # that tag under the policy in force then; first use first (what a
+    # rule's history.tags_used and history.tag_last_used read).
+    # NO_TAGS (shared, never written) until the first tag is remembered.
+    tag_last_used: dict[str, datetime] = NO_TAGS
     # The ts of every action_allowed, in order (ts never goes backwards): the
     # rate check counts its tail by bisection, under any policy.
     allowed_times: array[float] = attrs.field(factory=lambda: array("d"))
@@ -192,6 +235,14 @@ class AgentState:
     alive: bool = True
     termination_reason: str | None = None
     terminated_by: str | None = None
+    # The named (fleet) policy the agent follows and the version its newest
+    # policy record holds; None for a policy of its own.
+    policy_ref: str | None = None
+    policy_version: int | None = None
+    shadow: Shadow | None = None
+    # "<live>-><shadow>" -> disagreements over the agent's whole life, never
+    # reset by shadow_cleared (a counter for /metrics); None until the first.
+    shadow_disagreements: dict[str, int] | None = None
     # Set by the records that can bring the next approval expiry closer (a new
     # held action, a new policy); the actor recomputes its timer only then.
     expiry_dirty: bool = attrs.field(default=True, eq=False)
@@ -207,6 +258,33 @@ class AgentState:
     @property
     def action_count(self) -> int:
         return len(self.action_seqs)
+
+
+def keyed_action(state: AgentState, key: str, now: float) -> int | None:
+    """The number of the action Idempotency-Key ``key`` asked for, if it
+    was used at most ``idempotency_retention`` seconds before ``now``."""
+    entry = state.idempotency.get(key)
+    if entry is None or now - entry[1] > state.idempotency_retention:
+        return None
+    return entry[0]
+
+
+def keep_key(state: AgentState, key: str, n: int, at: float) -> None:
+    """Record that ``key`` asked for action ``n`` at ``at`` (a request's
+    fold), first dropping the keys that are past their retention at ``at``
+    (no later request can be a repeat of theirs: ts never goes backwards)."""
+    keys = state.idempotency
+    keys.pop(key, None)
+    retention = state.idempotency_retention
+    if keys and at - next(iter(keys.values()))[1] > retention:
+        expired = []
+        for old, (_, then) in keys.items():
+            if not at - then > retention:
+                break
+            expired.append(old)
+        for old in expired:
+            del keys[old]
+    keys[key] = (n, at)
 
 
 def action_number(state: AgentState, action_id: str) -> int | None:
@@ -278,10 +356,6 @@ def expired_actions(state: AgentState, now: float) -> list[tuple[Action, Decimal
     return due
 
 
-def _iso(seconds: float) -> str:
-    return timestamp_micros(round(seconds * 1_000_000))
-
-
 def parse_line(lines: Lines, seq: int) -> dict[str, Any]:
     """The record at ``seq`` of ``lines`` (our own log's: verified when
     loaded, or written by us). LogReadError if it is not that record: the
@@ -301,12 +375,6 @@ def request_line(request: Sealed | dict[str, Any]) -> bytes:
     return request.line[:-1] if isinstance(request, Sealed) else dumps(request)
 
 
-def receipt(request: bytes, allowed: bytes) -> list[str]:
-    """The receipt of an allowed action: the lines of its action_requested
-    and action_allowed records, as they are in the log (docs/receipts.md)."""
-    return [request.decode(), allowed.decode()]
-
-
 def first_decision_reads(state: AgentState, n: int) -> tuple[int, ...]:
     """The seqs ``first_decision`` (and the repeat's body check) reads: none
     for a held action, whose request is in memory."""
@@ -316,159 +384,36 @@ def first_decision_reads(state: AgentState, n: int) -> tuple[int, ...]:
     return (seq, seq + 1)
 
 
-def first_decision(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
+def first_decision(state: AgentState, n: int, lines: Lines) -> Decided:
     """The decision action ``n`` was first answered with (an Idempotency-Key
     repeat answers with it again); ``lines`` holds ``first_decision_reads``."""
     action_id = f"act-{n}"
-    if action_id in state.held:
-        return {"decision": Decision.PENDING_APPROVAL, "action_id": action_id}
+    held = state.held.get(action_id)
+    if held is not None:
+        return Pending(action_id, held.rule)
     # Decided at request time: the decision record follows action_requested.
     seq = state.action_seqs[n - 1]
     record = parse_line(lines, seq + 1)
     if record["kind"] == Kind.ACTION_ALLOWED:
-        decision: dict[str, Any] = {
-            "decision": Decision.ALLOWED,
-            "action_id": action_id,
-            "cost": record["cost"],
-            "remaining": record["remaining"],
-        }
-        if "grant_id" in record:
-            decision["grant_id"] = record["grant_id"]
-        if "request_hash" in record:  # older records give no receipt
-            decision["receipt"] = receipt(lines[seq], lines[seq + 1])
-        return decision
-    return {"decision": Decision.DENIED, "action_id": action_id, "reason": record["reason"]}
-
-
-# Views: the JSON shapes of the HTTP API (docs/api.md), built from state.
-
-
-def status_json(state: AgentState) -> dict[str, Any]:
-    return {
-        "agent_id": state.agent_id,
-        "alive": state.alive,
-        "termination_reason": state.termination_reason,
-        "budget": state.budget,
-        "spent": state.spent,
-        "remaining": state.remaining,
-        "scar_score": state.scar_score,
-        "scar_limit": state.policy.scar_limit if state.policy is not None else None,
-        "scars": [scar_json(s) for s in state.scars],
-        "actions_allowed": state.actions_allowed,
-        "actions_denied": state.actions_denied,
-        "actions_pending": len(state.pending),
-        "head": state.head.to_json(),
-        "public_key": state.public_key,
-    }
-
-
-def scar_json(scar: Scar) -> dict[str, Any]:
-    out: dict[str, Any] = {"seq": scar.seq, "severity": scar.severity, "reason": scar.reason}
-    if scar.action_id is not None:
-        out["action_id"] = scar.action_id
-    return out
+        # Older records name no request, and give no receipt.
+        receipt = (lines[seq], lines[seq + 1]) if "request_hash" in record else None
+        return Allowed(
+            action_id,
+            record["cost"],
+            record["remaining"],
+            receipt,
+            record.get("grant_id"),
+            record.get("rule"),
+        )
+    return Denied(action_id, record["reason"], record.get("rule"))
 
 
 def action_reads(state: AgentState, n: int) -> tuple[int, ...]:
-    """The seqs ``action_json`` reads: a held action's allowance (for its
-    receipt), or an action decided at request time and its decision."""
+    """The seqs an action's view reads (``GetAction``): a held action's
+    allowance (for its receipt), or an action decided at request time and
+    its decision."""
     held = state.held.get(f"act-{n}")
     if held is not None:
         return () if held.receipt_seq is None else (held.receipt_seq,)
     seq = state.action_seqs[n - 1]
     return (seq,) if state.action_status[n - 1] == 0 else (seq, seq + 1)
-
-
-def action_json(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
-    """GET .../actions/act-n: a held action from memory, any other from its
-    action_requested record and (if decided) the decision right after it;
-    ``lines`` holds ``action_reads``."""
-    action_id = f"act-{n}"
-    held = state.held.get(action_id)
-    code = state.action_status[n - 1]
-    out: dict[str, Any]
-    if held is not None:
-        out = {
-            "action_id": action_id,
-            "tool": held.tool,
-            "input": held.input,
-            "cost": held.cost,
-            "status": _STATUS_NAMES[code],
-            "outcome": _OUTCOMES[code],
-            "requested_at": held.requested_at,
-        }
-        if held.reason is not None:
-            out["reason"] = held.reason
-        if held.approved_by is not None:
-            out["approved_by"] = held.approved_by
-        if held.note is not None:
-            out["note"] = held.note
-        request = held.request
-        if "by_id" in request:
-            out["requested_by"] = request["by"]
-            out["requested_by_id"] = request["by_id"]
-        if held.decided_by_id is not None:
-            out["decided_by_id"] = held.decided_by_id
-        required = _approvals_required(state, held)
-        if required > 1 or held.approvals:
-            out["approvals"] = held.approvals
-            out["approvals_required"] = required
-        if held.decided_at is not None:
-            out["decided_at"] = held.decided_at
-            if held.receipt_seq is not None:
-                out["receipt"] = receipt(request_line(held.request), lines[held.receipt_seq])
-        elif code == _PENDING_CODE:
-            deadline = approval_deadline(state, held)
-            if deadline is not None:
-                out["expires_at"] = _iso(deadline)
-        return out
-    seq = state.action_seqs[n - 1]
-    requested = parse_line(lines, seq)
-    out = {
-        "action_id": action_id,
-        "tool": requested["tool"],
-        "input": requested["input"],
-        "cost": requested["cost"],
-        "status": _STATUS_NAMES[code],
-        "outcome": _OUTCOMES[code],
-        "requested_at": requested["ts"],
-    }
-    if code == _DENIED_CODE:
-        out["reason"] = parse_line(lines, seq + 1)["reason"]
-    elif code != 0:
-        # Allowed (and perhaps completed since): the decision follows the request.
-        allowed = parse_line(lines, seq + 1)
-        if "grant_id" in allowed:
-            out["grant_id"] = allowed["grant_id"]
-        if "request_hash" in allowed:
-            out["receipt"] = receipt(lines[seq], lines[seq + 1])
-    return out
-
-
-def pending_json(action: Action, state: AgentState | None = None) -> dict[str, Any]:
-    """A pending entry; with ``state``, ``expires_at`` when a timeout applies."""
-    out: dict[str, Any] = {
-        "requested_at": action.requested_at,
-        "seq": action.seq,
-        "action": {
-            "action_id": action.action_id,
-            "tool": action.tool,
-            "input": action.input,
-            "cost": action.cost,
-        },
-    }
-    if state is not None:
-        deadline = approval_deadline(state, action)
-        if deadline is not None:
-            out["expires_at"] = _iso(deadline)
-        required = _approvals_required(state, action)
-        if required > 1 or action.approvals:
-            out["approvals"] = action.approvals
-            out["approvals_required"] = required
-    return out
-
-
-def _approvals_required(state: AgentState, action: Action) -> int:
-    """Approvals a held action needs: what the policy in force asks for its tool."""
-    policy = state.policy
-    return 1 if policy is None else policy.approvals_required(action.tool)

@@ -26,7 +26,7 @@ from agents_runtime.core.entries import (
     signed_by,
 )
 from agents_runtime.core.money import ZERO
-from agents_runtime.core.state import AgentState, Lines, status_json
+from agents_runtime.core.state import AgentState, Lines
 from agents_runtime.core.vocabulary import SYSTEM, TerminationReason
 from agents_runtime.errors import AlreadyTerminated
 from agents_runtime.log.kinds import Kind
@@ -47,7 +47,7 @@ def terminate(state: AgentState, cmd: Terminate, now: float, lines: Lines) -> St
     yield signed_by(
         {"kind": Kind.TERMINATED, "reason": cmd.reason, "by": cmd.by}, cmd.by, cmd.by_id
     )
-    return status_json(state)
+    return state
 
 
 def terminate_if_due(state: AgentState, *, fatal: bool = False) -> Steps:

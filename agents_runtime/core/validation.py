@@ -20,6 +20,8 @@ def error_messages(exc: BaseException, path: str) -> list[str]:
                     sub_path = f"{path}.{name}"
                 elif isinstance(note, str) and note.startswith("@key "):
                     sub_path = f"{path}.{note[5:]}"
+                elif isinstance(note, str) and note.startswith("@index "):
+                    sub_path = f"{path}[{note[7:]}]"
             if isinstance(sub, KeyError) and not isinstance(sub, BaseExceptionGroup):
                 out.append(f"{sub_path}: required key missing")
             else:

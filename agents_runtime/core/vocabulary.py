@@ -54,17 +54,27 @@ class Severity(StrEnum):
 
 
 class ReasonCode(StrEnum):
-    """The ``code`` of the reason an action was not allowed. The first five
+    """The ``code`` of the reason an action was not allowed. The first seven
     are the checks' denials, in the order they run (``checks.decide``)."""
 
     TERMINATED = "terminated"
     TOOL_NOT_ALLOWED = "tool_not_allowed"
+    POLICY_RULE = "policy_rule"
+    POLICY_ERROR = "policy_error"
     TOOL_CALL_LIMIT = "tool_call_limit"
     RATE_LIMITED = "rate_limited"
     INSUFFICIENT_BUDGET = "insufficient_budget"
     REJECTED = "rejected"
     APPROVAL_EXPIRED = "approval_expired"
     CANCELLED = "cancelled"
+
+
+class Effect(StrEnum):
+    """What a policy rule whose ``when`` is true does with the call."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    REQUIRE_APPROVAL = "require_approval"
 
 
 class TerminationReason(StrEnum):

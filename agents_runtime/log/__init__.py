@@ -17,8 +17,10 @@ Public modules (``__all__``)::
     verify        verification of a log: chain, signatures, genesis, checkpoint
     checkpoint    checkpoint files: each agent's committed head beside its log
     operators     the operators log: operator tokens issued and revoked, verified
+    snapshot      state snapshots: an agent's state at one record, signed
     store         the storage seam: LogStore, AgentLog and BatchHost protocols
     stores        open_store: any store from where it is (the one module that knows both)
+    policies      named (fleet) policies: signed versions, verified; the PolicyStore seam
     readback      reading a served log back: its records, its verification
     files         the file store (a package of its own, above the rest of log)
     postgres      the PostgreSQL store, shared by several guardd nodes (likewise)
@@ -41,9 +43,11 @@ __all__ = [
     "keys",
     "kinds",
     "operators",
+    "policies",
     "postgres",
     "readback",
     "record",
+    "snapshot",
     "store",
     "stores",
     "verify",

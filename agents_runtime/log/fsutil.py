@@ -76,3 +76,20 @@ def create_new(
         path.unlink(missing_ok=True)
         tmp.unlink(missing_ok=True)
         raise
+
+
+def replace(path: Path, data: bytes, *, tmp: Path, write: Write = os.write) -> None:
+    """Replace ``path`` (mode 0600) by a file holding ``data``, atomically
+    and durably: written in full and fsynced under the name ``tmp`` (same
+    directory), renamed over ``path``, and the directory fsynced. A crash at
+    any moment leaves ``path`` holding either its old bytes or the new
+    ones, never a part; at worst a stray ``tmp``, which the next call
+    truncates. ``write`` is os.write's shape, for tests that stop half way."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        write_all(fd, data, write)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

@@ -62,6 +62,8 @@ class Kind(StrEnum):
     GRANT_ISSUED = "grant_issued"
     GRANT_REVOKED = "grant_revoked"
     APPROVAL_RECORDED = "approval_recorded"
+    SHADOW_SET = "shadow_set"
+    SHADOW_CLEARED = "shadow_cleared"
 
 
 def table(handlers: Mapping[Kind, T], *, complete: bool = True) -> dict[str, T]:

@@ -56,6 +56,7 @@ import attrs
 from agents_runtime.errors import CanonicalError, Failure, GuardError, LogWriteError
 from agents_runtime.log import canonical
 from agents_runtime.log.operators import OperatorsLog
+from agents_runtime.log.policies import PolicyStore
 from agents_runtime.log.record import Head
 
 # Told of each round made durable: its records, the seconds its writes took
@@ -265,6 +266,11 @@ class LogStore(Protocol):
         agent's log first (for metrics); None where that cannot happen."""
         ...
 
+    @property
+    def policies(self) -> PolicyStore:
+        """Where the store keeps the named (fleet) policies."""
+        ...
+
     def describe(self) -> str:
         """Where the store is, for the startup banner (no secrets)."""
         ...
@@ -285,8 +291,9 @@ class LogStore(Protocol):
         """The whole log of ``agent_id`` (blocking; may run in a worker process)."""
         ...
 
-    def size(self, agent_id: str) -> int:
-        """About how many bytes the log holds (to plan parallel loading)."""
+    def sizes(self, agent_ids: Sequence[str]) -> dict[str, int]:
+        """About how many bytes each of these logs holds (to plan parallel
+        loading), in one request to the store (blocking)."""
         ...
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> AgentLog:
@@ -298,6 +305,19 @@ class LogStore(Protocol):
         """Write a new log holding ``data`` durably. AgentExists when the
         store already holds a log of that ID; LogWriteError when the write
         fails (nothing is left behind)."""
+        ...
+
+    def read_snapshot(self, agent_id: str) -> bytes | None:
+        """The bytes of the agent's state snapshot (agents_runtime/log/
+        snapshot.py), unverified; None when it has none (blocking; may run
+        in a worker process). LogReadError when it cannot be read."""
+        ...
+
+    def write_snapshot(self, agent_id: str, seq: int, data: bytes) -> None:
+        """Replace the agent's snapshot by ``data``, the snapshot at ``seq``,
+        atomically: a crash leaves the old one or the new one (blocking).
+        One at an older seq than the store holds may be dropped. Raises
+        OSError or LogWriteError; nothing depends on it having worked."""
         ...
 
     def make_durable(self, agent_ids: Iterable[str]) -> None:

@@ -19,14 +19,24 @@ a store other nodes write too reads their records first and decides again
 after a collision); the actor does what needs the state, the key or the
 fold. The clock is read once a batch: every record of a batch carries the
 same ts, the moment the actor started on it.
+
+Replies: the core answers each command with a value of the domain (the
+state, an action's number, a grant, a decision); the actor hands it at once
+to the renderer of its command (``render``, given by whoever builds the
+registry: guardd's ``views.BY_COMMAND``), so that the caller gets the reply
+as it goes out, made from the state as that command left it, inside this
+agent's serialized turn. The runtime never imports the HTTP layer; with no
+renderer a caller gets the core's value.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import pickle
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -54,6 +64,7 @@ from agents_runtime.errors import (
     AgentError,
     AgentUnavailable,
     Failure,
+    LogReadError,
     LogWriteError,
     ReadOnly,
     ShuttingDown,
@@ -62,10 +73,11 @@ from agents_runtime.errors import (
 )
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
+from agents_runtime.log.snapshot import SnapshotError, open_snapshot
 from agents_runtime.log.store import AgentLog, Answers, Batch, Committed, Errors
 from agents_runtime.log.verify import ChainVerifier, Checkpoint
 from agents_runtime.runtime.mailbox import Mailbox
-from agents_runtime.runtime.replay import Loaded, quarantine_message, replay
+from agents_runtime.runtime.replay import Loaded, quarantine_message, replay, snapshot_state
 
 log = logging.getLogger("agents_runtime.runtime.actor")
 
@@ -73,8 +85,16 @@ log = logging.getLogger("agents_runtime.runtime.actor")
 READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
+_PICKLE = pickle.HIGHEST_PROTOCOL
 
 Clock = Callable[[], float]
+
+# A command's reply as it goes out, from the core's value: called with the
+# state right after the command (a later command of the batch changes it),
+# the value, the batch's ``now`` and the lines the command read.
+Render = Callable[[AgentState, Any, float, Lines], Any]
+Renders = Mapping[type, Render]  # by command class; a command without one: its value as is
+UNRENDERED: Renders = MappingProxyType({})
 
 
 def wall_clock() -> float:
@@ -154,8 +174,10 @@ class AgentActor:
         public_key: bytes,
         clock: Clock = wall_clock,
         moved: set[str] | None = None,
+        render: Renders = UNRENDERED,
     ) -> None:
         self.state = state
+        self.render = render
         self.log = log
         self.signer = signer
         # What of the log is known durable (state.head runs ahead of it
@@ -180,6 +202,15 @@ class AgentActor:
         self._deadline: float | None = None
         self.task: asyncio.Task[None] | None = None
         self.ref = AgentRef(self)
+        # A state snapshot is wanted (the registry's rounds ask): taken at
+        # the first moment the state is that of the committed head, and
+        # handed to ``on_snapshot`` (the registry writes it off the loop).
+        self.snapshot_wanted = False
+        self.on_snapshot: Callable[[str, Head, bytes], None] | None = None
+        # The store's read of an agent's snapshot (LogStore.read_snapshot):
+        # a rebuild starts from it. The seq it started from, last time.
+        self.read_snapshot: Callable[[str], bytes | None] | None = None
+        self.rebuilt_from: int | None = None
 
     # -- records -------------------------------------------------------------
 
@@ -216,21 +247,32 @@ class AgentActor:
     # -- commands ------------------------------------------------------------
 
     def _handle(self, command: Any, now: float, lines: Lines) -> Any:
+        """Run ``command``: its reply, rendered."""
         kind = type(command)
+        state = self.state
         writer = WRITERS.get(kind)
         if writer is not None:
             if self.signer is None:
                 if kind is c.RequestAction and command.idempotency_key is not None:
                     # A retry of a request already decided is answered from
                     # the log, which needs no key; anything else would write.
-                    return run_steps(writer(self.state, command, now, lines), _refuse_write)
-                raise ReadOnly(READ_ONLY)
-            if self.fenced is not None:
+                    reply = run_steps(writer(state, command, now, lines), _refuse_write)
+                else:
+                    raise ReadOnly(READ_ONLY)
+            elif self.fenced is not None:
                 raise AgentUnavailable(self.fenced)
-            return run_steps(writer(self.state, command, now, lines), self._write)
-        view = VIEWS.get(kind)
-        if view is not None:
-            return view(self.state, command, now, lines)
+            else:
+                reply = run_steps(writer(state, command, now, lines), self._write)
+        else:
+            view = VIEWS.get(kind)
+            if view is None:
+                return self._answer_itself(kind, command)
+            reply = view(state, command, now, lines)
+        render = self.render.get(kind)
+        return reply if render is None else render(state, reply, now, lines)
+
+    def _answer_itself(self, kind: type, command: Any) -> Any:
+        """The commands the core has no handler for."""
         if kind is c.WatchAction:
             return self._watch(command.action_id)
         if kind is c.GetLogView:
@@ -301,6 +343,8 @@ class AgentActor:
                 try:
                     if await run_batch(self, batch):
                         break
+                    if self.snapshot_wanted:
+                        self.take_snapshot()
                 except BaseException:
                     for _, future in batch:
                         if future is not None and not future.done():
@@ -412,7 +456,12 @@ class AgentActor:
             "it accepts no writes until guardd is restarted"
         )
         # The state ran ahead of the store: rebuild it from what was committed.
-        loaded = replay(self.state.agent_id, self.log.read(self.committed), self.public_key)
+        loaded = replay(
+            self.state.agent_id,
+            self.log.read(self.committed),
+            self.public_key,
+            idempotency_retention=self.state.idempotency_retention,
+        )
         if loaded.state is not None:
             self.state = loaded.state
         return self.fenced
@@ -441,8 +490,16 @@ class AgentActor:
         return None
 
     async def rebuild(self, upto: Committed) -> Failure | None:
-        # Read and fold the log off the event loop: the other agents'
-        # batches go on meanwhile. It must still reach ``upto`` unchanged.
+        # Read and fold off the event loop: the other agents' batches go on
+        # meanwhile. From the agent's snapshot and the rows after it when
+        # they reach ``upto``; else the whole log, which must still reach
+        # ``upto`` unchanged (and says how it does not).
+        state = await asyncio.to_thread(self._from_snapshot, upto)
+        if state is not None:
+            self.state = state
+            self.committed = upto
+            self._deadline = next_deadline(state)
+            return None
         loaded = await asyncio.to_thread(self._reload, upto)
         contents = loaded.contents
         if loaded.state is None:
@@ -451,14 +508,50 @@ class AgentActor:
         self.state = loaded.state
         self.committed = Committed(loaded.state.head, contents.valid_length)
         self._deadline = next_deadline(self.state)
+        self.rebuilt_from = None
         return None
+
+    def _from_snapshot(self, upto: Committed) -> AgentState | None:
+        """The state at ``upto`` from the agent's snapshot and the records
+        after it, each verified (chain from the snapshot's signed head, key);
+        None when there is no usable snapshot or they do not reach ``upto``
+        exactly (the whole log then decides). Blocking."""
+        agent_id = self.state.agent_id
+        retention = self.state.idempotency_retention
+        try:
+            data = None if self.read_snapshot is None else self.read_snapshot(agent_id)
+            if data is None:
+                return None
+            snapshot = open_snapshot(data, self.public_key, agent_id)
+            if snapshot.head.seq > upto.head.seq:
+                return None
+            state, _ = snapshot_state(agent_id, snapshot, retention)
+            if state is None:
+                return None
+            lines = self.log.read_after(snapshot.head.seq, upto)
+            verifier = ChainVerifier.following(
+                snapshot.head, public_key=self.public_key, log_id=agent_id, signer=self.signer
+            )
+            for line in lines:
+                apply(state, verifier.feed(line))
+        except (LogReadError, SnapshotError, VerificationError, KeyError, TypeError, ValueError):
+            return None
+        if state.head != upto.head:
+            return None
+        self.rebuilt_from = snapshot.head.seq
+        return state
 
     def _reload(self, upto: Committed) -> Loaded:
         checkpoint = Checkpoint(upto.head.seq, upto.head.hash)
         contents = self.log.read(upto)
         agent_id = self.state.agent_id
         return replay(
-            agent_id, contents, self.public_key, signer=self.signer, checkpoint=checkpoint
+            agent_id,
+            contents,
+            self.public_key,
+            signer=self.signer,
+            checkpoint=checkpoint,
+            idempotency_retention=self.state.idempotency_retention,
         )
 
     def quarantine(self, failure: Failure) -> str:
@@ -475,6 +568,20 @@ class AgentActor:
     def postpone_expiry(self, seconds: float) -> None:
         if self._deadline is not None:
             self._deadline = max(self._deadline, self.clock() + seconds)
+
+    def take_snapshot(self) -> bool:
+        """Hand a copy of the state to ``on_snapshot`` now if it is the
+        fold of the committed records (no batch under way, not fenced),
+        else as soon as a batch leaves it so; whether it was taken now.
+        The copy is a pickle: one C pass, the rest is done off the loop."""
+        self.snapshot_wanted = True
+        state = self.state
+        if state.head != self.committed.head or self.fenced is not None:
+            return False
+        self.snapshot_wanted = False
+        if self.on_snapshot is not None:
+            self.on_snapshot(state.agent_id, state.head, pickle.dumps(state, _PICKLE))
+        return True
 
     def poke(self) -> None:
         """Have the actor read what other writers appended (a notification

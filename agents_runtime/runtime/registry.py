@@ -11,7 +11,14 @@ reported and skipped.
 
 While serving, a background task writes the checkpoint of each agent whose
 committed head moved, at most once every CHECKPOINT_EVERY seconds and once
-more at a graceful stop (agents_runtime/log/checkpoint.py).
+more at a graceful stop (agents_runtime/log/checkpoint.py). The same rounds
+write state snapshots (agents_runtime/log/snapshot.py): one of an agent
+once ``snapshot_records`` records follow its last, or ``snapshot_secs``
+seconds after the first record that followed it, whichever comes first.
+The actor hands over a copy of its state at a committed head (a pickle, the
+only work on the loop); a thread turns it into JSON, signs it and has the
+store replace the agent's snapshot. A start then folds only the records
+after an agent's snapshot.
 
 Every task the registry starts (one per actor, the checkpoints, the store's
 notices of other writers' appends, the loading of an agent another node
@@ -27,6 +34,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import pickle
 import threading
 from collections.abc import Awaitable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -36,14 +44,17 @@ from typing import Any
 
 import attrs
 
+from agents_runtime.core.behaviour import NO_LINES
 from agents_runtime.core.commands import GetStatus
 from agents_runtime.core.entries import signed_by
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
-from agents_runtime.core.state import AgentState, status_json
+from agents_runtime.core.snapshot import SCHEMA, state_json
+from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,
+    GuardError,
     LogReadError,
     LogWriteError,
     NotFound,
@@ -57,10 +68,25 @@ from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
 from agents_runtime.log.keys import KeyRing, Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
+from agents_runtime.log.snapshot import seal_snapshot
 from agents_runtime.log.store import UNREACHABLE, AgentLog, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
-from agents_runtime.runtime.actor import AgentActor, AgentRef, Clock, wall_clock
-from agents_runtime.runtime.replay import Loaded, load, quarantine_message, replay
+from agents_runtime.runtime.actor import (
+    UNRENDERED,
+    AgentActor,
+    AgentRef,
+    Clock,
+    Renders,
+    wall_clock,
+)
+from agents_runtime.runtime.fleet import Fleet
+from agents_runtime.runtime.replay import (
+    Loaded,
+    load,
+    quarantine_message,
+    read_snapshot,
+    replay,
+)
 from agents_runtime.runtime.tasks import Tasks
 
 log = logging.getLogger("agents_runtime.runtime.registry")
@@ -71,6 +97,24 @@ CHECKPOINT_EVERY = 1.0
 # Seconds a task of the registry gets to end once cancelled at the stop
 # (the actors have their grace before that).
 CANCEL_TIMEOUT = 1.0
+# A state snapshot of an agent once this many records follow its last, or
+# this many seconds after the first of them (guardd's --snapshot-records
+# and --snapshot-secs).
+SNAPSHOT_RECORDS = 10_000
+SNAPSHOT_SECS = 300.0
+# Snapshots asked for in one round at most: each copy of a state is made on
+# the event loop, so a start that finds many agents due spreads them out.
+SNAPSHOTS_PER_ROUND = 32
+
+
+@attrs.frozen
+class Listed:
+    """An agent as ``Registry.list`` finds it: active, with its status as
+    ``GetStatus`` answers it, or quarantined, with the failure."""
+
+    agent_id: str
+    status: Any = None
+    failure: Failure | None = None
 
 
 @attrs.frozen
@@ -90,13 +134,27 @@ class Registry:
         *,
         clock: Clock = wall_clock,
         checkpoint_dir: Path | None = None,
+        snapshot_records: int = SNAPSHOT_RECORDS,
+        snapshot_secs: float = SNAPSHOT_SECS,
+        idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
+        render: Renders = UNRENDERED,
     ) -> None:
         self.store = store
+        # Seconds an Idempotency-Key is kept (agents_runtime/core/state.py).
+        self.idempotency_retention = idempotency_retention
+        self.snapshot_records = snapshot_records
+        self.snapshot_secs = snapshot_secs
+        # Each command's renderer, handed to every actor (actor.py): guardd
+        # gives its views, so that replies come out of the actor rendered.
+        self.render = render
         self.checkpoints = CheckpointDir(checkpoint_dir or store.default_checkpoint_dir())
         self.ring = ring
         self.clock = clock
         self.actors: dict[str, AgentActor] = {}
         self.quarantined: dict[str, Failure] = {}
+        # Bytes of each quarantined log, as the store held it when the agent
+        # was quarantined: the metrics read this, never the store.
+        self.quarantined_bytes: dict[str, int] = {}
         self._creating: set[str] = set()
         self._discovering: dict[str, asyncio.Task[AgentActor]] = {}
         self._found_serving: set[str] = set()  # quarantined after startup
@@ -121,6 +179,15 @@ class Registry:
         # a round still on its thread when stop() gives up waiting for it
         # must not overwrite the final round's newer heads.
         self._write_lock = threading.Lock()
+        self.fleet = Fleet(self)
+        # Snapshots: the seq of each agent's snapshot in the store (when it
+        # has one), when (self.clock) the first record after it was seen, for
+        # the agents that have records after it, and the states handed over
+        # by actors, waiting to be written.
+        self._snap_seq: dict[str, int] = {}
+        self._snap_since: dict[str, float] = {}
+        self._snap_taken: dict[str, tuple[Head, bytes]] = {}
+        self.snapshots_written = 0
 
     # -- startup -------------------------------------------------------------
 
@@ -145,11 +212,15 @@ class Registry:
             self.ring.public_key,
             self.ring.signer,
             workers,
+            self.idempotency_retention,
         )
         for loaded in logs:
             if self._adopt(loaded):
                 if loaded.contents.torn_tail is not None:
                     torn.append(loaded.agent_id)
+        self.fleet.load()
+        if self.quarantined:  # one request to the store, before serving
+            self.quarantined_bytes.update(self.store.sizes(sorted(self.quarantined)))
         return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
 
     def _read_checkpoints(self, ids: list[str]) -> dict[str, Checkpoint]:
@@ -221,6 +292,19 @@ class Registry:
             self._quarantine(agent_id, loaded.failure)
             return False
         contents = loaded.contents
+        if loaded.snapshot_problem is not None:
+            log.warning(
+                "agent %s: ignoring its state snapshot: %s; folded from genesis",
+                agent_id,
+                loaded.snapshot_problem,
+            )
+        if loaded.snapshot_seq is not None:
+            self._snap_seq[agent_id] = loaded.snapshot_seq
+        if (
+            loaded.state.head.seq - (-1 if loaded.snapshot_seq is None else loaded.snapshot_seq)
+            >= self.snapshot_records
+        ):
+            self._snap_since[agent_id] = float("-inf")  # due at the first round
         if contents.torn_tail is not None:
             log.warning(
                 "agent %s: set aside a torn final line (%d bytes, never acknowledged)",
@@ -260,8 +344,11 @@ class Registry:
             public_key=self.ring.public_key,
             clock=self.clock,
             moved=self._moved,
+            render=self.render,
         )
         actor.on_quarantine = self._quarantined_while_serving
+        actor.on_snapshot = self._snapshot_taken
+        actor.read_snapshot = self.store.read_snapshot
         if self._running:
             self._start(actor)
         return actor
@@ -270,7 +357,9 @@ class Registry:
         """A record another node appended failed verification, or the store
         no longer holds the committed head (a gap): the agent is quarantined
         here as if it had failed at startup (its actor ends)."""
-        self.actors.pop(agent_id, None)
+        actor = self.actors.pop(agent_id, None)
+        if actor is not None:
+            self.quarantined_bytes[agent_id] = actor.committed.size
         self._found_serving.add(agent_id)
         self._quarantine(agent_id, failure, "found while serving")
 
@@ -287,6 +376,8 @@ class Registry:
                 self._start(actor)
         if not self.ring.read_only and self._checkpointer is None:
             self._checkpointer = self._tasks.start(self._checkpoint_rounds(), name="checkpoints")
+        # A fan-out of a named policy that a crash cut short ends before serving.
+        await self.fleet.catch_up()
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -296,6 +387,7 @@ class Registry:
         while True:
             await asyncio.sleep(CHECKPOINT_EVERY)
             await self.save_checkpoints()
+            await self.save_snapshots()
 
     async def save_checkpoints(self) -> None:
         """Write the checkpoint of every agent whose committed head moved
@@ -303,6 +395,11 @@ class Registry:
         A failed write is logged and tried again next round."""
         moved = [a for a in self._moved if a in self.actors]
         self._moved.clear()
+        now = self.clock()
+        since = self._snap_since
+        for agent_id in moved:
+            if agent_id not in since:
+                since[agent_id] = now
         heads = {}
         for agent_id in moved:
             head = self.actors[agent_id].committed_head
@@ -337,6 +434,58 @@ class Registry:
             self.store.make_durable(a for a in sync if a in newer)
             self.checkpoints.write(newer, signer)
             saved.update((a, h.seq) for a, h in newer.items())
+
+    # -- snapshots -----------------------------------------------------------
+
+    async def save_snapshots(self) -> None:
+        """Ask the actor of each agent whose snapshot is due for a copy of
+        its state, and write the copies handed over on a thread. A failed
+        write is logged; the agent is due again at the next round."""
+        now = self.clock()
+        asked = 0
+        for agent_id, since in list(self._snap_since.items()):
+            actor = self.actors.get(agent_id)
+            if actor is None:
+                del self._snap_since[agent_id]
+                continue
+            behind = actor.committed_head.seq - self._snap_seq.get(agent_id, -1)
+            if behind >= self.snapshot_records or now - since >= self.snapshot_secs:
+                actor.take_snapshot()
+                asked += 1
+                if asked == SNAPSHOTS_PER_ROUND:
+                    break  # the others at the next round
+        if not self._snap_taken:
+            return
+        taken, self._snap_taken = self._snap_taken, {}
+        written = await asyncio.to_thread(self._write_snapshots, taken)
+        self.snapshots_written += len(written)
+        for agent_id in taken:
+            if agent_id in written:
+                self._snap_seq[agent_id] = taken[agent_id][0].seq
+            else:
+                self._snap_since.setdefault(agent_id, now)
+
+    def _snapshot_taken(self, agent_id: str, head: Head, state: bytes) -> None:
+        """An actor handed over its state at ``head`` (a pickle)."""
+        self._snap_taken[agent_id] = (head, state)
+        self._snap_since.pop(agent_id, None)
+
+    def _write_snapshots(self, taken: dict[str, tuple[Head, bytes]]) -> set[str]:
+        """On a thread: seal each state as a snapshot and store it; the
+        agents whose snapshot was written."""
+        signer = self.ring.signer
+        assert signer is not None  # no rounds in read-only mode
+        written = set()
+        for agent_id, (head, blob) in taken.items():
+            try:
+                state = state_json(pickle.loads(blob))  # noqa: S301 (our own actor's copy)
+                data = seal_snapshot(agent_id, head, SCHEMA, state, signer)
+                self.store.write_snapshot(agent_id, head.seq, data)
+            except (OSError, GuardError, ValueError, TypeError) as exc:
+                log.error("agent %s: writing its state snapshot failed: %s", agent_id, exc)
+                continue
+            written.add(agent_id)
+        return written
 
     # -- lookup --------------------------------------------------------------
 
@@ -385,10 +534,18 @@ class Registry:
         if not contents.lines:
             raise NotFound(f"no agent {agent_id}")
         ring = self.ring
+        snapshot, _ = await asyncio.to_thread(read_snapshot, self.store, agent_id, ring.public_key)
         loaded = await asyncio.to_thread(
-            replay, agent_id, contents, ring.public_key, signer=ring.signer
+            replay,
+            agent_id,
+            contents,
+            ring.public_key,
+            signer=ring.signer,
+            snapshot=snapshot,
+            idempotency_retention=self.idempotency_retention,
         )
         if agent_id not in self.actors and not self._adopt(loaded):
+            self.quarantined_bytes[agent_id] = contents.valid_length
             self._found_serving.add(agent_id)
             self.ref(agent_id)  # raises Quarantined
         return self.actors[agent_id]
@@ -404,21 +561,15 @@ class Registry:
     def exists(self, agent_id: str) -> bool:
         return agent_id in self.actors or agent_id in self.quarantined
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list(self) -> list[Listed]:
+        """Every agent, active or quarantined, by ID."""
         if self.store.others_create_agents:
             await self._discover_all()
-        entries: list[dict[str, Any]] = []
+        entries: list[Listed] = []
         for agent_id in sorted(set(self.actors) | set(self.quarantined)):
             failure = self.quarantined.get(agent_id)
             if failure is not None:
-                entries.append(
-                    {
-                        "agent_id": agent_id,
-                        "state": "quarantined",
-                        "error": quarantine_message(failure),
-                        "failure": failure.to_json(),
-                    }
-                )
+                entries.append(Listed(agent_id, failure=failure))
                 continue
             actor = self.actors.get(agent_id)
             if actor is None:  # quarantined while this list was made
@@ -427,8 +578,13 @@ class Registry:
                 status = await actor.ref.ask(GetStatus())
             except (AgentUnavailable, StoreUnavailable, Quarantined, ShuttingDown):
                 continue
-            entries.append({"agent_id": agent_id, "state": "active", "status": status})
+            entries.append(Listed(agent_id, status=status))
         return entries
+
+    async def discover_all(self) -> None:
+        """On a store other nodes write too: load the agents they created."""
+        if self.store.others_create_agents:
+            await self._discover_all()
 
     async def _discover_all(self) -> None:
         """Load the agents other nodes created since this one started."""
@@ -444,11 +600,24 @@ class Registry:
 
     # -- creation ------------------------------------------------------------
 
+    def timestamp(self) -> str:
+        return timestamp_now(self.clock)
+
     async def create(
-        self, agent_id: str, policy: Policy, by: str | None = None, by_id: str | None = None
-    ) -> dict[str, Any]:
-        """Write a new log (genesis and policy) durably, start its actor;
-        both records name the operator who creates it (``by``, ``by_id``)."""
+        self,
+        agent_id: str,
+        policy: Policy,
+        policy_ref: str | None = None,
+        version: int | None = None,
+        *,
+        by: str | None = None,
+        by_id: str | None = None,
+    ) -> Any:
+        """Write a new log (genesis and policy) durably, start its actor.
+        ``policy_ref``: the named policy whose ``version`` it follows (an
+        agent created with a policy ref is created through ``fleet``); both
+        records name the operator who creates it (``by``, ``by_id``); the new
+        agent's status, as ``GetStatus`` answers it."""
         if self.exists(agent_id) or agent_id in self._creating:
             raise AgentExists(f"agent {agent_id} already exists")
         signer = self.ring.signer
@@ -456,13 +625,14 @@ class Registry:
             raise ReadOnly("guardd has no signing key (keys/audit.key): cannot create agents")
         self._creating.add(agent_id)
         try:
-            state = AgentState(agent_id)
+            state = AgentState(agent_id, idempotency_retention=self.idempotency_retention)
             ts = timestamp_now(self.clock)
             lines = []
-            for fields in (
-                signed_by(genesis_fields(agent_id, signer.public_key_hex), by, by_id),
-                signed_by({"kind": Kind.POLICY, "policy": policy_json(policy)}, by, by_id),
-            ):
+            first = signed_by({"kind": Kind.POLICY, "policy": policy_json(policy)}, by, by_id)
+            if policy_ref is not None:
+                first |= {"policy_ref": policy_ref, "version": version}
+            genesis = signed_by(genesis_fields(agent_id, signer.public_key_hex), by, by_id)
+            for fields in (genesis, first):
                 sealed = seal(fields, prev=state.head, ts=ts, signer=signer)
                 record = canonical.loads(sealed.line[:-1])
                 apply(state, record)
@@ -475,10 +645,13 @@ class Registry:
                 raise
             if agent_id in self.actors:  # discovered meanwhile (a shared store)
                 agent_log.close()
-                return status_json(self.actors[agent_id].state)
+                return await self.actors[agent_id].ref.ask(GetStatus())
             self.actors[agent_id] = self._actor(state, agent_log)
             self._moved.add(agent_id)  # created durably: its first checkpoint is due
-            return status_json(state)
+            # Rendered here, before the actor runs a command: nothing else
+            # has the state yet.
+            render = self.render.get(GetStatus)
+            return state if render is None else render(state, state, 0.0, NO_LINES)
         finally:
             self._creating.discard(agent_id)
 
@@ -561,6 +734,7 @@ def _load_logs(
     public_key: bytes,
     signer: Signer | None,
     workers: int | None,
+    retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
 ) -> Iterator[Loaded]:
     """``load`` of each agent, in order; whole logs in worker processes
     when it pays. Lines are dropped from what workers send back: adopting a
@@ -568,7 +742,8 @@ def _load_logs(
     workers (our own children, over the pool's pipe) so that they check
     signatures as cheaply as this process does."""
     workers = load_workers() if workers is None else workers
-    sizes = [store.size(agent_id) for agent_id in ids]
+    by_id = store.sizes(ids)
+    sizes = [by_id[agent_id] for agent_id in ids]
     done = 0
     if workers > 1 and sum(sizes) >= PARALLEL_LOAD_BYTES:
         tasks: list[list[tuple[str, Checkpoint | None]]] = [[]]
@@ -590,6 +765,7 @@ def _load_logs(
                 tasks,
                 [public_key] * len(tasks),
                 [signer] * len(tasks),
+                [retention] * len(tasks),
             )
             for batch in results:
                 yield from batch
@@ -599,7 +775,14 @@ def _load_logs(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     for agent_id, checkpoint in zip(ids[done:], checkpoints[done:], strict=True):
-        yield load(store, agent_id, public_key, signer=signer, checkpoint=checkpoint)
+        yield load(
+            store,
+            agent_id,
+            public_key,
+            signer=signer,
+            checkpoint=checkpoint,
+            idempotency_retention=retention,
+        )
 
 
 def _load_task(
@@ -607,11 +790,19 @@ def _load_task(
     agents: list[tuple[str, Checkpoint | None]],
     public_key: bytes,
     signer: Signer | None,
+    retention: float,
 ) -> list[Loaded]:
     """In a worker process: verify and fold these agents' logs."""
     out = []
     for agent_id, checkpoint in agents:
-        loaded = load(store, agent_id, public_key, signer=signer, checkpoint=checkpoint)
+        loaded = load(
+            store,
+            agent_id,
+            public_key,
+            signer=signer,
+            checkpoint=checkpoint,
+            idempotency_retention=retention,
+        )
         out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
     return out
 

@@ -4,7 +4,9 @@ cancel by the agent or an operator."""
 
 from __future__ import annotations
 
-from quart import Response
+from time import time_ns
+
+from quart import Response, request
 
 from agents_runtime.core import commands as c
 from agents_runtime.runtime.actor import AgentRef
@@ -47,7 +49,13 @@ async def request_action(
         command = c.RequestAction(
             body.tool, body.input, body.cost, idempotency_key, by.by, by.by_id
         )
-    return decision_response(service, await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return decision_response(service, await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.decision(ref.agent_id, body.tool, body.input, reply, started, request.headers)
+    return decision_response(service, reply)
 
 
 @blueprint.endpoint(
@@ -92,7 +100,13 @@ async def outcome(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.OutcomeReport
 ) -> Response:
     command = c.ReportOutcome(action_id, body.status, who.role, body.detail)
-    return json_response(await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return json_response(await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.outcome(ref.agent_id, action_id, str(body.status), started, request.headers)
+    return json_response(reply)
 
 
 @blueprint.endpoint(
@@ -118,7 +132,13 @@ async def approve(
 ) -> Response:
     by = signed(who, body.approver, "approver", required=True)
     command = c.Approve(action_id, by.by, body.note, by.by_id)
-    return decision_response(service, await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return decision_response(service, await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.approval("approve", ref.agent_id, action_id, reply, started, request.headers, by=by.by)
+    return decision_response(service, reply)
 
 
 @blueprint.endpoint(
@@ -138,7 +158,13 @@ async def reject(
 ) -> Response:
     by = signed(who, body.approver, "approver", required=True)
     command = c.Reject(action_id, by.by, body.reason, body.scar, by.by_id)
-    return decision_response(service, await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return decision_response(service, await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.approval("reject", ref.agent_id, action_id, reply, started, request.headers, by=by.by)
+    return decision_response(service, reply)
 
 
 @blueprint.endpoint(
@@ -163,4 +189,10 @@ async def cancel(
     else:
         by = signed(who, None, "by", required=False)
         command = c.Cancel(action_id, who.role, body.reason, by.by, by.by_id)
-    return json_response(await ref.ask(command))
+    tracer = service.tracer
+    if tracer is None:
+        return json_response(await ref.ask(command))
+    started = time_ns()
+    reply = await ref.ask(command)
+    tracer.approval("cancel", ref.agent_id, action_id, reply, started, request.headers, by=who.role)
+    return json_response(reply)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from quart import Response
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.policy import Policy
 from agents_runtime.log.keys import agent_token
 from agents_runtime.runtime.actor import AgentRef
 from guardd import bodies, replies, views
@@ -26,14 +25,21 @@ _AFTER = "The agent's status after the step."
     "Create an agent with its policy",
     caller=OPERATOR,
     role=ADMIN_ROLE,
-    body=bodies.CreateAgent,
+    body=bodies.CreateAgent | bodies.CreateFollower,
     reply=Reply(replies.CreatedAgent, "Created: the agent's status and its token.", status=201),
     writes=True,
-    errors=("agent_exists",),
+    errors=("agent_exists", "not_found"),
+    description="With `policy_ref`, the agent's first `policy` record names the named "
+    "policy's newest version; 404 `not_found` when there is no such named policy.",
 )
 async def create_agent(service: Service, who: Caller, body: bodies.NewAgent) -> Response:
     by = signed(who, None, "by", required=False)
-    status = await service.guard.registry.create(body.agent_id, body.policy, by.by, by.by_id)
+    registry = service.guard.registry
+    if body.policy_ref is not None:
+        status = await registry.fleet.create(body.agent_id, body.policy_ref, by.by, by.by_id)
+    else:
+        assert body.policy is not None  # the parser gives one of the two
+        status = await registry.create(body.agent_id, body.policy, by=by.by, by_id=by.by_id)
     token = agent_token(service.guard.ring.token_key, body.agent_id)
     return json_response(views.created_agent(status, token), 201)
 
@@ -47,7 +53,7 @@ async def create_agent(service: Service, who: Caller, body: bodies.NewAgent) -> 
     reply=Reply(replies.AgentList, "Active and quarantined agents, sorted by ID."),
 )
 async def list_agents(service: Service) -> Response:
-    return json_response(views.agent_list(await service.guard.registry.list()))
+    return json_response(views.listed_agents(await service.guard.registry.list()))
 
 
 @blueprint.endpoint(
@@ -96,16 +102,24 @@ async def get_policy(service: Service, ref: AgentRef) -> Response:
     "Replace a live agent's policy",
     caller=OPERATOR,
     role=ADMIN_ROLE,
-    body=bodies.PolicyBody,
+    body=bodies.PolicyBody | bodies.PolicyRef,
     reply=Reply(replies.AgentStatus, _AFTER),
     writes=True,
     errors=("invalid_state",),
     description="Writes a `policy` record; a terminated agent is 409 `invalid_state` "
-    "(termination is permanent).",
+    '(termination is permanent). With `{"policy_ref": name}` the agent follows that '
+    "named policy from its newest version on (404 `not_found` when there is none); a "
+    "policy of its own ends the following.",
 )
-async def set_policy(service: Service, who: Caller, ref: AgentRef, body: Policy) -> Response:
+async def set_policy(
+    service: Service, who: Caller, ref: AgentRef, body: bodies.PolicyOrRef
+) -> Response:
     by = signed(who, None, "by", required=False)
-    return json_response(await ref.ask(c.SetPolicy(body, by.by, by.by_id)))
+    if body.policy_ref is not None:
+        fleet = service.guard.registry.fleet
+        return json_response(await fleet.follow(ref, body.policy_ref, by.by, by.by_id))
+    assert body.policy is not None  # the parser gives one of the two
+    return json_response(await ref.ask(c.SetPolicy(body.policy, by=by.by, by_id=by.by_id)))
 
 
 @blueprint.endpoint(

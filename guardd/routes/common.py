@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from quart import Blueprint, Response, request
@@ -55,8 +55,13 @@ from guardd.endpoints import (
 )
 from guardd.jsonio import json_response, read_json
 from guardd.metrics import Metrics
+from guardd.oidc import Oidc
 from guardd.operators import Operators
 from guardd.readiness import Readiness
+
+if TYPE_CHECKING:
+    # Imported only when traces are on: guardd.tracing imports OpenTelemetry.
+    from guardd.tracing import Tracer
 
 
 @attrs.define
@@ -68,6 +73,7 @@ class Guard:
     registry: Registry
     auth: Authenticator
     operators: Operators  # the operator tokens, from the operators log
+    oidc: Oidc | None = None  # the OpenID Connect issuer, when single sign-on is on
 
 
 def _readiness(service: Service) -> Readiness:
@@ -83,8 +89,9 @@ def _readiness(service: Service) -> Readiness:
 @attrs.frozen
 class Service:
     """What one app's views act for: the Guard, the app's metrics (None when
-    they are off), its readiness, its endpoints, and how long a Claude Code
-    hook waits for an operator (``--hook-wait``)."""
+    they are off), its readiness, its endpoints, how long a Claude Code
+    hook waits for an operator (``--hook-wait``), and its tracer (None when
+    traces are off: a route then tests only that)."""
 
     guard: Guard
     meter: Metrics | None = None
@@ -92,6 +99,7 @@ class Service:
     # The endpoints registered for it, in order: what its OpenAPI document lists.
     endpoints: list[Endpoint] = attrs.field(factory=list, eq=False, repr=False)
     hook_wait: float = DEFAULT_HOOK_WAIT
+    tracer: Tracer | None = None
 
 
 class _BindingSetupState(BlueprintSetupState):
@@ -137,7 +145,7 @@ class ServiceBlueprint(Blueprint):
         caller: Access,
         reply: Reply,
         role: str | None = None,
-        body: type[Any] | None = None,
+        body: Any = None,
         query: tuple[Query, ...] = (),
         headers: tuple[Header, ...] = (),
         errors: tuple[str, ...] = (),

@@ -33,7 +33,7 @@ blueprint = ServiceBlueprint("console", __name__, tag="console")
     reply=Reply(str, "A static page.", media=("text/html",)),
 )
 async def console_index(service: Service) -> Response:
-    return console_file("index.html")
+    return console_file("index.html", _csp(service))
 
 
 @blueprint.endpoint(
@@ -49,16 +49,27 @@ async def console_index(service: Service) -> Response:
     errors=("not_found",),
 )
 async def console_asset(service: Service, name: str) -> Response:
-    return console_file(name)
+    return console_file(name, _csp(service))
 
 
-def console_file(name: str) -> Response:
+def _csp(service: Service) -> str:
+    """The console's policy; with single sign-on the page also fetches from
+    the issuer (discovery, then the token endpoint)."""
+    oidc = service.guard.oidc
+    if oidc is None:
+        return CONSOLE_CSP
+    return CONSOLE_CSP.replace(
+        "connect-src 'self'", " ".join(("connect-src 'self'", *oidc.browser_origins))
+    )
+
+
+def console_file(name: str, csp: str = CONSOLE_CSP) -> Response:
     path = Path(console.STATIC_DIR, name)
     content_type = CONSOLE_TYPES.get(path.suffix)
     if content_type is None or "/" in name or name.startswith(".") or not _is_file(path):
         raise ApiNotFound("no such path")
     response = Response(path.read_bytes(), content_type=content_type)
-    response.headers["Content-Security-Policy"] = CONSOLE_CSP
+    response.headers["Content-Security-Policy"] = csp
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Cache-Control"] = "no-cache"
     return response

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from time import time_ns
 from typing import Any
 
-from quart import Response
+from quart import Response, request
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.vocabulary import ActionStatus, Decision, Outcome, ReasonCode
@@ -67,7 +68,7 @@ async def claude_code(
 ) -> Response:
     if body.hook_event_name == PRE_TOOL_USE:
         return json_response(await _pre_tool_use(service, who, ref, body))
-    await _post_tool_use(who, ref, body)
+    await _post_tool_use(service, who, ref, body)
     return json_response(views.HOOK_ACK)
 
 
@@ -75,11 +76,17 @@ async def _pre_tool_use(
     service: Service, who: Caller, ref: AgentRef, body: bodies.ClaudeCodeHook
 ) -> dict[str, Any]:
     command = c.RequestAction(body.tool_name, body.tool_input, None, body.tool_use_id)
+    tracer = service.tracer
+    started = 0 if tracer is None else time_ns()
     try:
         decision = await ref.ask(command)
     except IdempotencyConflict as exc:
         # A 409 would be a hook error, on which Claude Code runs the tool.
         return views.deny_tool_use(f"{_GUARD} denied this call (idempotency_conflict): {exc}")
+    if tracer is not None:
+        tracer.decision(
+            ref.agent_id, body.tool_name, body.tool_input, decision, started, request.headers
+        )
     meter = service.meter
     if meter is not None:
         meter.decision(decision)
@@ -165,7 +172,9 @@ _SAY = {
 }
 
 
-async def _post_tool_use(who: Caller, ref: AgentRef, body: bodies.ClaudeCodeHook) -> None:
+async def _post_tool_use(
+    service: Service, who: Caller, ref: AgentRef, body: bodies.ClaudeCodeHook
+) -> None:
     action_id = await ref.ask(c.FindAction(body.tool_use_id))
     if action_id is None:
         log.info(
@@ -181,12 +190,17 @@ async def _post_tool_use(who: Caller, ref: AgentRef, body: bodies.ClaudeCodeHook
             detail = body.error[:MAX_TEXT]
     else:
         outcome = Outcome.FAILURE if _failed(body.tool_response) else Outcome.SUCCESS
+    tracer = service.tracer
+    started = 0 if tracer is None else time_ns()
     try:
         await ref.ask(c.ReportOutcome(action_id, outcome, who.role, detail))
     except InvalidState as exc:
         log.info(
             "claude-code %s on %s: outcome not recorded: %s", body.hook_event_name, action_id, exc
         )
+        return
+    if tracer is not None:
+        tracer.outcome(ref.agent_id, action_id, str(outcome), started, request.headers)
 
 
 def _failed(response: Any) -> bool:

@@ -1,5 +1,5 @@
-"""The service itself: liveness, readiness, the public key, the OpenAPI
-document and, when metrics are on, ``/metrics`` (a blueprint of its own, so
+"""The service itself: liveness, readiness, the public key, how the console
+signs in, the OpenAPI document and, when metrics are on, ``/metrics`` (a blueprint of its own, so
 that without metrics the path does not exist at all: 404, never 405)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from quart import Response
 from guardd import replies, views
 from guardd.auth import VIEWER
 from guardd.endpoints import OPERATOR, PUBLIC, Reply
-from guardd.errors import error_response
+from guardd.errors import ApiNotFound, error_response
 from guardd.jsonio import json_response
 from guardd.metrics import metrics_response
 from guardd.openapi import document
@@ -48,6 +48,25 @@ async def readyz(service: Service) -> Response:
 )
 async def public_key(service: Service) -> Response:
     return json_response(views.public_key(service.guard.ring.public_key_hex))
+
+
+@blueprint.endpoint(
+    "GET",
+    "/v1/auth/config",
+    "How the console signs people in (OpenID Connect)",
+    caller=PUBLIC,
+    reply=Reply(replies.AuthConfig, "The issuer, the console's client ID and the scopes."),
+    errors=("not_found",),
+    description="Absent (404 not_found) unless guardd runs with --oidc-issuer. The console "
+    "signs in with the Authorization Code flow and PKCE as a public client, straight "
+    "against the issuer, and sends the ID token as its bearer token.",
+)
+async def auth_config(service: Service) -> Response:
+    oidc = service.guard.oidc
+    if oidc is None:
+        raise ApiNotFound("single sign-on is not configured (guardd runs without --oidc-issuer)")
+    config = oidc.config
+    return json_response(views.auth_config(config.issuer, config.client_id, config.scopes))
 
 
 @blueprint.endpoint(

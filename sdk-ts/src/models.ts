@@ -31,6 +31,8 @@ export interface Decision {
   readonly receipt: Receipt | null;
   /** The operator's grant the allowance drew on, instead of an approval. */
   readonly grantId: string | null;
+  /** The policy rule that decided it, when one did. */
+  readonly rule: string | null;
 }
 
 /** What an action can be: `cancelled` once withdrawn. */

@@ -199,6 +199,7 @@ export function parseDecision(body: unknown): Decision {
     reason: reason(obj),
     receipt: receipt(obj),
     grantId: optStr(obj, "grant_id"),
+    rule: optStr(obj, "rule"),
   };
 }
 

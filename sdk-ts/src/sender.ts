@@ -8,6 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { errorFromResponse, InvalidResponse, TransportError } from "./errors.js";
 import type { Request } from "./requests.js";
 import type { Retry } from "./retry.js";
+import { traceHeaders } from "./trace.js";
 
 export const USER_AGENT = "guardd-client-ts/0.1.0";
 
@@ -90,7 +91,8 @@ export class Sender {
   async send<T>(request: Request<T>, signal?: AbortSignal): Promise<T> {
     const url = new URL(this.baseUrl + request.path);
     for (const [key, value] of Object.entries(request.params ?? {})) url.searchParams.set(key, value);
-    const headers: Record<string, string> = { ...this.#headers, ...request.headers };
+    // The caller's span when it sends: every attempt belongs to it.
+    const headers: Record<string, string> = { ...this.#headers, ...request.headers, ...traceHeaders() };
     if (request.body !== undefined) headers["Content-Type"] = "application/json";
     // The service may hold a long-poll for `wait` seconds before it answers.
     const timeout = this.timeout + (request.wait ?? 0);

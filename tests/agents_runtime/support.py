@@ -13,14 +13,13 @@ from typing import Any
 
 import nacl.signing
 
+from agents_runtime.core.commands import RequestAction
 from agents_runtime.core.policy import Policy, parse_policy
 from agents_runtime.core.state import (
+    DEFAULT_IDEMPOTENCY_RETENTION,
     AgentState,
-    action_json,
     action_status,
     first_decision,
-    pending_json,
-    status_json,
 )
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
@@ -30,6 +29,7 @@ from agents_runtime.log.keys import Signer
 from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import Loaded, replay
+from guardd import views
 
 # 2026-01-01T00:00:00Z: a round start so rate-window arithmetic reads easily.
 T0 = 1_767_225_600.0
@@ -107,7 +107,10 @@ async def running_registry(
     data_dir = DataDir(root)
     write_test_keys(root)
     ring = data_dir.prepare()
-    registry = Registry(FileStore(data_dir), ring, clock=clock or FakeClock())
+    # Replies rendered as guardd renders them: what a client sees.
+    registry = Registry(
+        FileStore(data_dir), ring, clock=clock or FakeClock(), render=views.BY_COMMAND
+    )
     registry.load()
     await registry.start()
     try:
@@ -178,15 +181,18 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
     are its log's (the views quote them)."""
     numbers = range(1, state.action_count + 1)
     view = {
-        "status": status_json(state),
-        "actions": [action_json(state, n, lines) for n in numbers],
-        "pending": [pending_json(a) for a in state.pending.values()],
+        "status": views.status(state),
+        "actions": [views.action(state, n, lines) for n in numbers],
+        "pending": [views.pending_entry(a) for a in state.pending.values()],
         "first_decisions": [
-            first_decision(state, n, lines) for n in numbers if n_decided(state, n)
+            views.BY_COMMAND[RequestAction](state, first_decision(state, n, lines), 0.0, lines)
+            for n in numbers
+            if n_decided(state, n)
         ],
         "tool_calls": state.tool_calls,
+        "tag_last_used": {tag: at.isoformat() for tag, at in state.tag_last_used.items()},
         "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
-        "idempotency": state.idempotency,
+        "idempotency": {key: n for key, (n, _) in state.idempotency.items()},
         "terminated_by": state.terminated_by,
         "last_ts": state.last_ts,
     }
@@ -206,7 +212,7 @@ def n_decided(state: AgentState, n: int) -> bool:
 def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:
     """The state rebuilt from the agent's file on disk; fails if it does not verify."""
     path = registry.store.path(agent_id)
-    loaded = load_log(path, agent_id, registry.ring.public_key)
+    loaded = load_log(path, agent_id, registry.ring.public_key, registry.idempotency_retention)
     assert loaded.failure is None, loaded.failure
     assert loaded.contents.torn_tail is None
     assert loaded.state is not None
@@ -219,6 +225,8 @@ def assert_replay_matches(registry: Registry, agent_id: str = AGENT) -> None:
     assert snapshot(replayed_state(registry, agent_id), lines) == live
 
 
-def load_log(path: Path, agent_id: str, public_key: bytes) -> Loaded:
+def load_log(
+    path: Path, agent_id: str, public_key: bytes, retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+) -> Loaded:
     """Verify and fold a log file, as guardd does at startup."""
-    return replay(agent_id, read_log(path), public_key)
+    return replay(agent_id, read_log(path), public_key, idempotency_retention=retention)

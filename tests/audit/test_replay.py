@@ -132,14 +132,17 @@ async def test_replay_says_ok_on_a_log_the_service_wrote(
         "OK: every record is what the log's own policy would have written "
         f"({len(records)} records, 16 commands re-run, 10 actions)"
     ]
-    # Withdrawn and expired approvals (held_log) and grants (granted_log) have their own logs
-    # below; approvals by several people theirs (tests/guardd/test_quorum.py).
+    # Withdrawn and expired approvals (held_log), grants (granted_log) and
+    # shadows (shadow_log) have their own logs below; approvals by several
+    # people theirs (tests/guardd/test_quorum.py).
     assert {r["kind"] for r in records} == set(Kind) - {
         Kind.APPROVAL_RECORDED,
         Kind.ACTION_CANCELLED,
         Kind.APPROVAL_EXPIRED,
         Kind.GRANT_ISSUED,
         Kind.GRANT_REVOKED,
+        Kind.SHADOW_SET,
+        Kind.SHADOW_CLEARED,
     }
 
 
@@ -840,3 +843,58 @@ async def test_an_overdue_action_is_reported_before_a_record_that_does_not_apply
     assert [m.split(" is still pending")[0] for m in messages[:2]] == ["act-2", "act-3"]
     assert messages[2].startswith("record does not apply to the agent's state: ValueError(")
     assert len(messages) == 3
+
+
+# -- shadow policies and named policies ------------------------------------------
+
+
+async def shadow_log(agent: Harness) -> None:
+    """A shadow that holds what the policy allows and allows what it holds,
+    then a version of a named policy, then the shadow cleared."""
+    candidate = policy(
+        budget=10,
+        scar_limit=20,
+        tools={"read": {"cost": 1, "requires_approval": True}, "send": {"cost": 2}},
+    )
+    await agent.ask(c.SetShadow(candidate))
+    await agent.ask(c.RequestAction("read"))  # allowed; the shadow holds it
+    await agent.ask(c.RequestAction("send"))  # held; the shadow allows it
+    await agent.ask(c.RequestAction("nope"))  # both deny: agreement
+    await agent.ask(c.SetPolicy(POLICY, "fleet", 2))
+    await agent.ask(c.RequestAction("read"))
+    await agent.ask(c.ClearShadow())
+    await agent.ask(c.RequestAction("read"))
+
+
+@pytest.fixture
+async def shadowed(tmp_path: Path) -> Path:
+    return await write_log(tmp_path / "data", shadow_log, POLICY)
+
+
+async def test_replay_proves_the_shadow_decisions_and_named_policy_versions(
+    shadowed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(shadowed)
+    kinds = {r["kind"] for r in records}
+    assert {"shadow_set", "shadow_cleared"} <= kinds
+    marked = [r["shadow"]["decision"] for r in records if "shadow" in r]
+    assert marked == ["pending_approval", "allowed", "pending_approval"]
+    named = [r for r in records if r["kind"] == "policy" and "policy_ref" in r]
+    assert [(r["policy_ref"], r["version"]) for r in named] == [("fleet", 2)]
+    status, out = replay(shadowed, capsys)
+    assert status == 0, out
+
+
+async def test_a_shadow_disagreement_dropped_from_a_decision_is_caught(
+    shadowed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = read(shadowed)
+    at = index_of(records, "action_allowed", "act-1")
+
+    def drop(records: Records) -> int:
+        records[at] = {k: v for k, v in records[at].items() if k != "shadow"}
+        return at
+
+    status, out = replay(forge(shadowed, drop), capsys)
+    assert status == 1, out
+    assert f"seq {records[at]['seq']} (act-1)" in out

@@ -345,3 +345,94 @@ async def test_grants_of_the_history_are_issued_and_drawn_under_the_candidate_to
     result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=tools)))
     assert result["by_change"] == {"allowed->denied:insufficient_budget": 1}
     assert result["spent_after"] == 15
+
+
+async def shadowed_history(agent: Harness) -> None:
+    candidate = policy(budget=20, scar_limit=50, tools={"read": {"cost": 1}})
+    await agent.ask(c.SetShadow(candidate))
+    await history(agent)
+    await agent.ask(c.SetPolicy(POLICY, "fleet", 3))
+    await agent.ask(c.ClearShadow())
+    await agent.ask(c.RequestAction("read"))
+
+
+async def test_shadow_records_and_named_policy_versions_change_no_decision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = await write_log(tmp_path / "data", shadowed_history)
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path)))
+    assert (result["decisions"], result["changed"], result["by_change"]) == (8, 0, {})
+
+
+# -- policy rules, tags and cost_from --------------------------------------------------
+
+RULED_TOOLS = TOOLS | {
+    "read": {"cost": 1, "tags": ["private"]},
+    "delete": {
+        "cost": 3,
+        "rules": [
+            {"name": "etc", "when": "input.path.startsWith('/etc')", "effect": "deny"},
+            {
+                "name": "after-reads",
+                "when": "'private' in history.tags_used && history.calls['read'] >= 2",
+                "effect": "deny",
+            },
+        ],
+    },
+    "send": {
+        "cost": 2,
+        "rules": [{"name": "ops", "when": "input.to == 'ops'", "effect": "allow"}],
+        "requires_approval": True,
+    },
+}
+
+
+async def test_a_candidate_with_rules_redecides_by_input_and_history(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=RULED_TOOLS)))
+    # act-3 (to ops) is allowed at once by its rule, so its approval is moot;
+    # act-5 deletes under /etc.
+    assert result["by_change"] == {"allowed->denied:policy_rule": 1}
+    assert [e["action_id"] for e in result["examples"]] == ["act-5"]
+    assert result["operator_steps_dropped"] == 1
+
+
+async def test_a_candidate_charging_from_an_input_key_it_lacks_denies_policy_error(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = TOOLS | {"read": {"cost_from": "n"}}
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=tools)))
+    assert result["by_change"] == {"allowed->denied:policy_error": 2}
+
+
+async def test_a_log_written_under_rules_replays_exactly_and_changes_nothing_under_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ruled = policy(budget=20, scar_limit=50, tools=RULED_TOOLS)
+
+    async def script(agent: Harness) -> None:
+        ask = agent.ask
+        await ask(c.RequestAction("read", {"q": "a"}))  # allowed, tagged
+        await ask(c.RequestAction("delete", {"path": "/tmp/x"}))  # allowed
+        await ask(c.RequestAction("send", {"to": "ops"}))  # allowed by rule ops
+        await ask(c.RequestAction("send", {"to": "eve"}))  # held
+        await ask(c.RequestAction("read", {"q": "b"}))  # second read
+        await ask(c.Approve("act-4", "alice"))  # allowed on approval
+        await ask(c.RequestAction("delete", {"path": "/tmp/y"}))  # denied: after-reads
+        await ask(c.RequestAction("delete", {"path": "/etc"}))  # denied: etc
+
+    async with running_agent(tmp_path / "data", ruled) as agent:
+        await script(agent)
+        log = agent.path
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    ruled_by = [(r["kind"], r["rule"]) for r in records if "rule" in r]
+    assert ruled_by == [
+        ("action_allowed", "ops"),
+        ("action_denied", "after-reads"),
+        ("action_denied", "etc"),
+    ]
+    status, out, _ = what_if(capsys, str(log))
+    assert status == 0, out
+    result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=RULED_TOOLS)))
+    assert (result["decisions"], result["changed"]) == (7, 0)

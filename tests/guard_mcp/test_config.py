@@ -213,6 +213,23 @@ def test_every_option_is_in_docs_mcp() -> None:
             id="terminated",
         ),
         pytest.param(
+            {"code": "policy_rule", "rule": "after-private", "message": "no outside email"},
+            "denied by guard: policy_rule (policy rule after-private: no outside email)",
+            id="policy-rule",
+        ),
+        pytest.param(
+            {"code": "policy_error", "rule": "internal", "message": "no key to"},
+            "denied by guard: policy_error (policy rule internal cannot judge this call: "
+            "no key to)",
+            id="policy-error-rule",
+        ),
+        pytest.param(
+            {"code": "policy_error", "cost_from": "amount", "message": "input.amount is missing"},
+            "denied by guard: policy_error (the call's amount cannot be read: "
+            "input.amount is missing)",
+            id="policy-error-cost-from",
+        ),
+        pytest.param(
             {"code": "rate_limited", "max_actions": 5, "window_secs": Decimal(60)},
             "denied by guard: rate_limited (max_actions=5, window_secs=60)",
             id="other",
@@ -231,6 +248,28 @@ def test_the_description_note_says_approval_and_cost_and_nothing_when_free() -> 
         "[guard: each call waits for a person's approval; costs 0.5 of the agent's budget]"
     )
     assert rule_note(free, "amount") == "[guard: costs the number in its 'amount' argument]"
+
+
+def _rule(effect: str) -> dict[str, str]:
+    return {"name": effect, "when": "true", "effect": effect}
+
+
+def test_the_description_note_says_may_need_approval_when_a_policy_rule_can_hold() -> None:
+    free = Decimal(0)
+    held_by_rule = ToolRule(
+        cost=free, requires_approval=False, max_calls=None, rules=(_rule("require_approval"),)
+    )
+    assert rule_note(held_by_rule, None) == "[guard: a call may need a person's approval]"
+    allowed_by_rule = ToolRule(
+        cost=free, requires_approval=True, max_calls=None, rules=(_rule("allow"),)
+    )
+    assert rule_note(allowed_by_rule, None) == "[guard: a call may need a person's approval]"
+    denied_only = ToolRule(
+        cost=free, requires_approval=False, max_calls=None, rules=(_rule("deny"),)
+    )
+    assert rule_note(denied_only, None) == ""
+    charged = ToolRule(cost=free, requires_approval=False, max_calls=None, cost_from="amount")
+    assert rule_note(charged, None) == "[guard: costs the number in its 'amount' argument]"
 
 
 def test_an_upstream_that_cannot_start_is_one_line_and_exit_1(tmp_path: Path) -> None:

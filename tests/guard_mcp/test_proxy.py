@@ -211,6 +211,17 @@ async def test_tool_list_leaves_out_what_the_policy_never_allows_and_notes_appro
     assert len(shown) == 6
 
 
+async def test_tool_list_notes_that_a_policy_rule_may_hold_a_call(
+    server: GuardServer, new_agent, upstream: Upstream, tmp_path: Path
+) -> None:
+    big = {"name": "big", "when": "double(input.amount) > 100.0", "effect": "require_approval"}
+    agent = new_agent({"pay": {"rules": [big]}})
+    with anyio.fail_after(TEST_TIMEOUT):
+        async with guard_mcp_stdio(tmp_path, upstream, agent.token, server.url) as client:
+            listed = {t.name: t.description for t in (await client.list_tools()).tools}
+    assert listed["pay"] == "Pay someone.\n\n[guard: a call may need a person's approval]"
+
+
 async def test_tool_prefix_names_tools_for_the_client_and_the_policy(
     server: GuardServer, admin: AdminClient, new_agent, upstream: Upstream, tmp_path: Path
 ) -> None:

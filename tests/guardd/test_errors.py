@@ -75,6 +75,16 @@ BAD_CREATE = [
         id="rate-limit-incomplete",
     ),
     pytest.param(_create("x", []), "$.policy", id="policy-array"),
+    pytest.param(
+        _create("x", {**POLICY, "tools": {"s": {"rules": [{"name": "r", "when": "x > 1"}]}}}),
+        "$.policy.tools.s.rules[0].when: line 1 column 1: undeclared reference to 'x'",
+        id="rule-unknown-variable",
+    ),
+    pytest.param(
+        _create("x", {**POLICY, "tools": {"s": {"cost_from": ""}}}),
+        "$.policy.tools.s.cost_from: must be a string of 1 to 256 characters",
+        id="cost-from-empty",
+    ),
 ]
 
 
@@ -82,6 +92,20 @@ BAD_CREATE = [
 def test_create_with_bad_body_is_bad_request(api: Api, body: Any, message: str) -> None:
     error = assert_error(api.admin.post("/v1/agents", json=body), 400, "bad_request")
     assert error["error"].startswith(message), error
+
+
+def test_a_policy_rule_that_does_not_compile_is_refused_naming_its_path_and_position(
+    api: Api, agent: Agent
+) -> None:
+    rules = [
+        {"name": "internal", "when": "input.to.endsWith('@example.com')", "effect": "allow"},
+        {"name": "after", "when": "input.a && zz", "effect": "deny"},
+    ]
+    policy = {**POLICY, "tools": {"send_email": {"rules": rules}}}
+    error = assert_error(api.admin.put(f"{agent.path}/policy", json=policy), 400, "bad_request")
+    assert error["error"] == (
+        "$.tools.send_email.rules[1].when: line 1 column 12: undeclared reference to 'zz'"
+    )
 
 
 def test_agent_id_of_64_allowed_characters_is_accepted(api: Api) -> None:

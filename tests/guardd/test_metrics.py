@@ -199,6 +199,23 @@ def test_log_bytes_is_the_size_of_every_log_quarantined_included(api: Api) -> No
     assert value(scrape(api), "guard_log_bytes") == sum(p.stat().st_size for p in logs)
 
 
+def test_a_scrape_counts_a_quarantined_log_as_it_was_without_reading_the_store(
+    api: Api,
+) -> None:
+    before = value(scrape(api), "guard_log_bytes")
+    # Grown under guardd: the scrape counts the size it had when quarantined
+    # (found at start, in one request), not what the store holds now.
+    tampered = api.server.data_dir / "agents" / "tampered.jsonl"
+    size = tampered.stat().st_size
+    with tampered.open("ab") as fh:
+        fh.write(b"x" * 100)
+    try:
+        assert value(scrape(api), "guard_log_bytes") == before
+    finally:
+        with tampered.open("r+b") as fh:
+            fh.truncate(size)
+
+
 # -- the metrics listener -----------------------------------------------------------
 
 

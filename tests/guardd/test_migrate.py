@@ -183,3 +183,28 @@ def test_checkpoints_count_as_at_startup_signed_ones_only_when_they_verify(
     assert "beta: ignoring its checkpoint: it has no signature by the key guardd" in done.stdout
     assert "migrated 2 agents" in done.stdout
     assert store_lines(postgres_dsn, "beta") != []
+
+
+def test_named_policies_are_copied_and_their_followers_keep_following(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    server = GuardServer(tmp_path / "guard-data").start()
+    api = Api(server)
+    try:
+        ok(api.admin.put("/v1/policies/fleet", json=POLICY))
+        ok(api.admin.post("/v1/agents", json={"agent_id": "follower", "policy_ref": "fleet"}), 201)
+        ok(api.admin.put("/v1/policies/fleet", json={**POLICY, "budget": 20}))
+    finally:
+        api.close()
+        server.stop()
+    done = migrate(server.data_dir, postgres_dsn)
+    assert done.returncode == 0, done.stdout
+    assert "copied: named policy fleet (2 versions)" in done.stdout
+    again = migrate(server.data_dir, postgres_dsn)
+    assert "already there: named policy fleet (2 versions)" in again.stdout
+    with store_node(server.data_dir, postgres_dsn) as node:
+        shown = ok(node.admin.get("/v1/policies/fleet"))
+        assert (shown["version"], shown["agents"]) == (2, ["follower"])
+        put = ok(node.admin.put("/v1/policies/fleet", json={**POLICY, "budget": 30}))
+        assert put["version"] == 3
+        assert ok(node.admin.get("/v1/agents/follower"))["budget"] == 30

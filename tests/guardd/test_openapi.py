@@ -24,7 +24,7 @@ import orjson
 import pytest
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
-from agents_runtime.core.policy import Policy, RateLimit, ToolRule
+from agents_runtime.core.policy import Policy, RateLimit, Rule, ToolRule
 from agents_runtime.log import canonical
 from guardd import bodies, replies
 from guardd.__main__ import build
@@ -52,7 +52,15 @@ ALL_CODES = [
     "read_only",
     "unavailable",
 ]
-PUBLIC = {"/healthz", "/readyz", "/v1/public-key", "/v1/openapi.json", "/", "/console/{name}"}
+PUBLIC = {
+    "/healthz",
+    "/readyz",
+    "/v1/public-key",
+    "/v1/auth/config",
+    "/v1/openapi.json",
+    "/",
+    "/console/{name}",
+}
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 POLICY: dict[str, Any] = {
     "budget": 10,
@@ -202,12 +210,14 @@ def test_operations_with_a_body_document_400_and_413(doc: dict[str, Any]) -> Non
         if "requestBody" in operation:
             assert {"400", "413"} <= set(operation["responses"]), (path, method)
             schema = operation["requestBody"]["content"]["application/json"]["schema"]
-            name = schema["$ref"].rsplit("/", 1)[1]
-            body = doc["components"]["schemas"][name]
-            if getattr(BODIES[name], "more_keys", False):  # a hook's input, which grows
-                assert "additionalProperties" not in body, name
-            else:
-                assert body["additionalProperties"] is False, name
+            # One body model, or one of several (a policy, or a named policy's ref).
+            for each in schema.get("oneOf", [schema]):
+                name = each["$ref"].rsplit("/", 1)[1]
+                body = doc["components"]["schemas"][name]
+                if getattr(BODIES[name], "more_keys", False):  # a hook's input, which grows
+                    assert "additionalProperties" not in body, name
+                else:
+                    assert body["additionalProperties"] is False, name
 
 
 def test_every_body_model_is_documented_under_its_name(doc: dict[str, Any]) -> None:
@@ -218,9 +228,12 @@ def test_every_body_model_is_documented_under_its_name(doc: dict[str, Any]) -> N
     }
     assert set(NAMES) == models
     bodies_used = {
-        operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/")[-1]
+        each["$ref"].rsplit("/")[-1]
         for _, _, operation in _operations(doc)
         if "requestBody" in operation
+        for each in (lambda schema: schema.get("oneOf", [schema]))(
+            operation["requestBody"]["content"]["application/json"]["schema"]
+        )
     }
     assert bodies_used == set(BODIES)
 
@@ -297,8 +310,12 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
         "requires_approval",
         "max_calls",
         "approval_timeout_secs",
+        "rules",
+        "tags",
+        "cost_from",
         "approvals_required",
     }
+    assert set(schemas["Rule"]["properties"]) == {"name", "when", "effect", "message", "scar"}
     assert set(schemas["RateLimit"]["properties"]) == {"max_actions", "window_secs"}
     for name in ("Policy", "ToolRule", "RateLimit"):
         assert schemas[name]["additionalProperties"] is False
@@ -319,6 +336,7 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
         pytest.param(bodies.PolicyBody, Policy, False, id="policy"),
         pytest.param(bodies.ToolRuleBody, ToolRule, False, id="tool-rule"),
         pytest.param(bodies.RateLimitBody, RateLimit, False, id="rate-limit"),
+        pytest.param(bodies.RuleBody, Rule, False, id="rule"),
         pytest.param(replies.PolicyInForce, Policy, True, id="policy-in-force"),
         pytest.param(replies.ToolRuleInForce, ToolRule, True, id="tool-rule-in-force"),
     ],
@@ -334,9 +352,10 @@ def test_the_documented_policy_is_the_one_the_core_parses(
     required = [f.name for f in attrs.fields(documented) if f.default is attrs.NOTHING]
     if every_key_answered:
         assert required == [f.name for f in attrs.fields(core)][: len(required)]
-        only_when_set = ["approval_timeout_secs", "approvals_required"]
-        names = [f.name for f in attrs.fields(documented)]
-        assert names[len(required) :] == [n for n in only_when_set if n in names]
+        assert [f.name for f in attrs.fields(documented)][len(required) :] in (
+            ["approval_timeout_secs"],
+            ["approval_timeout_secs", "rules", "tags", "cost_from", "approvals_required"],
+        )
     else:
         assert required == [f.name for f in attrs.fields(core) if f.default is attrs.NOTHING]
 
@@ -511,6 +530,22 @@ def test_answers_of_the_main_flows_match_the_document(
             assert denied["reason"]["code"] == "tool_not_allowed"
             ck(agent.get(f"{base}/actions/{denied['action_id']}"))
             ck(admin.put(f"{base}/policy", json={**POLICY, "budgett": 1}))  # 400
+            ck(admin.put("/v1/policies/fleet", json=POLICY))
+            ck(admin.put("/v1/policies/fleet", json={"budget": 1}))  # 400
+            ck(admin.get("/v1/policies"))
+            ck(admin.put(f"{base}/policy", json={"policy_ref": "fleet"}))
+            ck(admin.get("/v1/policies/fleet"))
+            ck(admin.get("/v1/policies/ghost"))  # 404
+            ck(admin.request("DELETE", "/v1/policies/fleet"))  # 409
+            ck(admin.put(f"{base}/policy", json={**POLICY, "default": None}))
+            ck(admin.request("DELETE", "/v1/policies/fleet"))
+            ck(admin.get(f"{base}/shadow"))  # 404
+            ck(admin.put(f"{base}/shadow", json={"budget": 1}))  # 400
+            ck(admin.put(f"{base}/shadow", json=POLICY))
+            ck(agent.post(f"{base}/actions", json={"tool": "search"}))
+            ck(admin.get(f"{base}/shadow"))
+            ck(admin.request("DELETE", f"{base}/shadow"))
+            ck(admin.request("DELETE", f"{base}/shadow"))  # 404
             ck(
                 admin.post(
                     f"{base}/scars", json={"severity": "minor", "reason": "r", "action_id": "act-1"}
@@ -544,6 +579,7 @@ def test_answers_of_the_main_flows_match_the_document(
         ck(admin.post(f"/v1/operators/tokens/{issued['token_id']}/revoke"))
         ck(admin.post(f"/v1/operators/tokens/{issued['token_id']}/revoke"))  # 409
         ck(admin.post("/v1/operators/tokens/tok-none/revoke"))  # 404
+        ck(anonymous.get("/v1/auth/config"))  # 404: no --oidc-issuer
 
         # budget exhausted by an allowed action: still `allowed`, then terminated
         ck(

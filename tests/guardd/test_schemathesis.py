@@ -247,9 +247,11 @@ def test_generated_requests_conform_to_the_document(fuzz_server: GuardServer) ->
 def test_no_file_outside_agents_was_written(fuzz_server: GuardServer) -> None:
     data_dir = fuzz_server.data_dir
     top = {path.name for path in data_dir.iterdir()}
-    # operators.jsonl: the operators log, written when the run issues an operator token
-    assert top <= {"keys", "agents", "checkpoints", "lock", "operators.jsonl"}
-    assert {"keys", "agents", "checkpoints", "lock"} <= top
+    # policies/: the named policies the fuzzed PUT /v1/policies/<name> stored;
+    # operators.jsonl: the operators log, written when the run issues an operator token.
+    assert top - {"policies", "operators.jsonl"} == {"keys", "agents", "checkpoints", "lock"}
+    for path in Path(data_dir / "policies").glob("*"):
+        assert path.suffix == ".jsonl", path
     assert {path.name for path in (data_dir / "keys").iterdir()} == {
         "audit.key",
         "audit.pub",

@@ -1,7 +1,8 @@
 """guardd.views renders each reply shape of guardd.replies: for an agent
-driven through every kind of action, grant and scar, each rendering fits
-its shape in the OpenAPI document and equals what the core renders today
-(the rendering can move out of the core by a change of caller only)."""
+driven through every kind of action, grant and scar, each reply the actor
+answers with (rendered by ``views.BY_COMMAND`` in its turn) and each
+rendering fits its shape in the OpenAPI document; every command has a
+renderer or is answered as it is."""
 
 from __future__ import annotations
 
@@ -15,17 +16,9 @@ import orjson
 import pytest
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.grants import grant_json
-from agents_runtime.core.policy import policy_json
-from agents_runtime.core.state import (
-    AgentState,
-    action_json,
-    action_reads,
-    parse_line,
-    pending_json,
-    scar_json,
-    status_json,
-)
+from agents_runtime.core.answers import Allowed, Denied, Pending
+from agents_runtime.core.behaviour import COMMANDS
+from agents_runtime.core.state import AgentState, action_reads, parse_line
 from agents_runtime.log.readback import verify_committed
 from agents_runtime.log.record import Head
 from agents_runtime.log.verify import Failure, Report
@@ -60,20 +53,25 @@ def fits(components: dict[str, Any], shape: type, value: Any) -> None:
     assert errors == [], (shape.__name__, value)
 
 
-def same(rendered: Any, core: Any) -> None:
+def same(rendered: Any, answered: Any) -> None:
     """Equal as the client reads them: the same bytes out."""
-    assert dumps(rendered) == dumps(core)
+    assert dumps(rendered) == dumps(answered)
 
 
-async def test_every_rendering_fits_its_shape_and_equals_the_cores(
+def test_every_command_has_a_renderer_or_is_answered_as_it_is() -> None:
+    assert set(views.BY_COMMAND).isdisjoint(views.AS_IS)
+    assert set(views.BY_COMMAND) | views.AS_IS == set(COMMANDS)
+
+
+async def test_every_reply_and_rendering_fits_its_shape(
     tmp_path: Path, schemas: dict[str, Any]
 ) -> None:
     seen: set[Any] = set()
 
-    def check(shape: type, rendered: Any, core: Any = None) -> None:
+    def check(shape: type, rendered: Any, answered: Any = None) -> None:
         fits(schemas, shape, rendered)
-        if core is not None:
-            same(rendered, core)
+        if answered is not None:
+            same(rendered, answered)
         seen.add(shape)
 
     async with running_agent(tmp_path, POLICY) as agent:
@@ -116,41 +114,34 @@ async def test_every_rendering_fits_its_shape_and_equals_the_cores(
             check(shape, _rendered_decision(state, decision, lines), decision)
         assert {d["decision"] for d in decisions} == {"allowed", "denied", "pending_approval"}
 
+        statuses = set()
         for n in range(1, state.action_count + 1):
             action_lines = {seq: lines[seq] for seq in action_reads(state, n)}
-            check(
-                replies.Action,
-                views.action(state, n, action_lines),
-                action_json(state, n, action_lines),
-            )
+            answered = await ask(c.GetAction(f"act-{n}"))
+            check(replies.Action, views.action(state, n, action_lines), answered)
+            statuses.add(answered["status"])
         check(replies.Action, cancelled)
-        numbers = range(1, state.action_count + 1)
-        statuses = {a["status"] for a in (action_json(state, n, lines) for n in numbers)}
         assert statuses == {"allowed", "denied", "completed", "cancelled", "pending_approval"}
 
         for held in state.pending.values():
-            check(replies.PendingEntry, views.pending_entry(held, state), pending_json(held, state))
+            check(replies.PendingEntry, views.pending_entry(held, state))
         check(replies.PendingList, views.pending_list(state), await ask(c.ListPending()))
 
-        check(
-            replies.Grant,
-            views.grant(state.grants["grt-2"], now),
-            grant_json(state.grants["grt-2"], now),
-        )
+        check(replies.Grant, views.grant(state.grants["grt-2"], now))
         check(replies.Grant, grant)
         check(replies.Grant, revoked)
         check(replies.GrantList, views.grant_list(state, now), await ask(c.ListGrants()))
 
         for scar in state.scars:
-            check(replies.Scar, views.scar(scar), scar_json(scar))
-        check(replies.AgentStatus, views.status(state), status_json(state))
+            check(replies.Scar, views.scar(scar))
+        check(replies.AgentStatus, views.status(state), await ask(c.GetStatus()))
         check(replies.AgentStatus, outcome)
         check(replies.AgentStatus, scarred)
         assert state.policy is not None
-        check(replies.PolicyInForce, views.policy(state.policy), policy_json(state.policy))
-        check(replies.PolicyInForce, await ask(c.GetPolicy()))
+        check(replies.PolicyInForce, views.policy(state.policy), await ask(c.GetPolicy()))
         check(replies.Head, views.head(state.head))
 
+        check(replies.AgentList, views.listed_agents(await agent.registry.list()))
         log = await ask(c.GetLogView())
         records = [orjson.loads(line) for line in lines.values()]
         check(replies.LogPage, views.log_page(records, log.head))
@@ -162,7 +153,7 @@ async def test_every_rendering_fits_its_shape_and_equals_the_cores(
         failed = views.verify_report(_failed(report, failure))
         check(replies.VerifyReport, failed)
 
-    status = status_json(state)
+    status = views.status(state)
     check(replies.CreatedAgent, views.created_agent(status, "agt_agent-1." + "A" * 43))
     check(replies.Token, views.token("agt_agent-1." + "A" * 43))
     active = views.active_agent("agent-1", status)
@@ -183,9 +174,9 @@ def _rendered_decision(state: AgentState, decision: dict[str, Any], lines: Any) 
     """The decision rendered by guardd.views from the records it wrote."""
     action_id = decision["action_id"]
     if decision["decision"] == "pending_approval":
-        return views.pending_decision(action_id)
+        return views.pending_decision(Pending(action_id))
     if decision["decision"] == "denied":
-        return views.denied(action_id, decision["reason"])
+        return views.denied(Denied(action_id, decision["reason"]))
     n = int(action_id.removeprefix("act-"))
     requested = state.action_seqs[n - 1]
     held = state.held.get(action_id)
@@ -193,11 +184,13 @@ def _rendered_decision(state: AgentState, decision: dict[str, Any], lines: Any) 
     assert allowed is not None
     record = parse_line(lines, allowed)
     return views.allowed(
-        action_id,
-        record["cost"],
-        record["remaining"],
-        (lines[requested], lines[allowed]),
-        record.get("grant_id"),
+        Allowed(
+            action_id,
+            record["cost"],
+            record["remaining"],
+            (lines[requested], lines[allowed]),
+            record.get("grant_id"),
+        )
     )
 
 

@@ -51,7 +51,11 @@ class GuardServer:
         return (self.data_dir / "keys" / "audit.pub").read_text().strip()
 
     def start(self, timeout: float = 20.0) -> GuardServer:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")} | self.extra_env
+        # Neither the GUARD_* nor the OTEL_* variables of the shell that runs the
+        # tests: a test gives guardd those it means (OTEL_* turns traces on).
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("GUARD_", "OTEL_"))
+        } | self.extra_env
         self._log = (self.data_dir.parent / f"guardd-{self.port}.out").open("ab")
         self.proc = subprocess.Popen(
             [

@@ -29,5 +29,6 @@ __all__ = [
     "lineindex",
     "lock",
     "logfile",
+    "policies",
     "store",
 ]

@@ -3,6 +3,7 @@
 <data-dir>/keys/audit.key   audit.pub   token.key   admin.token
 <data-dir>/agents/<agent_id>.jsonl
 <data-dir>/operators.jsonl   (the operators log: operator tokens issued and revoked)
+<data-dir>/policies/<name>.jsonl         (named policies, one signed line per version)
 <data-dir>/checkpoints/<agent_id>.checkpoint   (unless --checkpoint-dir says elsewhere)
 
 Besides the logs, ``agents/`` may hold ``<log>.torn`` (torn tails moved
@@ -25,10 +26,12 @@ from agents_runtime.log.fsutil import fsync_dir
 from agents_runtime.log.ids import AGENT_ID as AGENT_ID
 from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.keys import KeyRing, create_keys, load_keys
+from agents_runtime.log.snapshot import SNAPSHOT_SUFFIX
 from agents_runtime.log.store import Scan
 
 LOG_SUFFIX = ".jsonl"
 CHECKPOINTS = "checkpoints"
+SNAPSHOTS = "snapshots"
 
 
 def _odd(entry: os.DirEntry[str]) -> str | None:
@@ -79,9 +82,22 @@ class DataDir:
         return self.agents_dir / f"{agent_id}{LOG_SUFFIX}"
 
     @property
+    def policies_dir(self) -> Path:
+        """The named (fleet) policies: ``policies/<name>.jsonl``."""
+        return self.root / "policies"
+
+    @property
     def checkpoints_dir(self) -> Path:
         """Where checkpoints go when no other directory is given."""
         return self.root / CHECKPOINTS
+
+    @property
+    def snapshots_dir(self) -> Path:
+        """Where the agents' state snapshots are kept."""
+        return self.root / SNAPSHOTS
+
+    def snapshot_path(self, agent_id: str) -> Path:
+        return self.snapshots_dir / f"{agent_id}{SNAPSHOT_SUFFIX}"
 
     def agent_ids(self) -> list[str]:
         """IDs of every log on disk, sorted."""

@@ -22,6 +22,8 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import LineIndex
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, LogFile, move_torn_tail, read_log
 from agents_runtime.log.files.operators import FileOperatorsLog
+from agents_runtime.log.files.policies import FilePolicies
+from agents_runtime.log.fsutil import replace
 from agents_runtime.log.store import (
     Batch,
     BatchHost,
@@ -33,6 +35,7 @@ from agents_runtime.log.store import (
 )
 
 READ_ONLY = "read-only"
+SNAPSHOT_TMP_SUFFIX = ".tmp"  # a snapshot being written (fsutil.replace)
 
 
 class FileAgentLog:
@@ -174,6 +177,11 @@ class FileStore:
     def path(self, agent_id: str) -> Path:
         return self.data_dir.log_path(agent_id)
 
+    @property
+    def policies(self) -> FilePolicies:
+        """The named policies, under ``policies/`` of the data dir."""
+        return FilePolicies(self.data_dir.policies_dir)
+
     def scan(self) -> Scan:
         return self.data_dir.scan()
 
@@ -183,11 +191,14 @@ class FileStore:
     def read(self, agent_id: str) -> LogContents:
         return read_log(self.path(agent_id))
 
-    def size(self, agent_id: str) -> int:
-        try:
-            return self.path(agent_id).stat().st_size
-        except OSError:
-            return 0  # read() will say what is wrong with it
+    def sizes(self, agent_ids: Sequence[str]) -> dict[str, int]:
+        out = {}
+        for agent_id in agent_ids:
+            try:
+                out[agent_id] = self.path(agent_id).stat().st_size
+            except OSError:
+                out[agent_id] = 0  # read() will say what is wrong with it
+        return out
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> FileAgentLog:
         path = self.path(agent_id)
@@ -204,6 +215,23 @@ class FileStore:
         except FileExistsError:
             raise AgentExists(f"agent {agent_id} already exists") from None
         return FileAgentLog(agent_id, path, logfile, self.committer, len(data))
+
+    def read_snapshot(self, agent_id: str) -> bytes | None:
+        try:
+            return self.data_dir.snapshot_path(agent_id).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise LogReadError(f"reading the snapshot of {agent_id}: {why}") from None
+
+    def write_snapshot(self, agent_id: str, seq: int, data: bytes) -> None:
+        """Replace the agent's snapshot file whole (fsutil.replace): a crash
+        leaves the old snapshot or the new one."""
+        snapshots = self.data_dir.snapshots_dir
+        snapshots.mkdir(mode=0o700, exist_ok=True)
+        path = self.data_dir.snapshot_path(agent_id)
+        replace(path, data, tmp=path.with_name(path.name + SNAPSHOT_TMP_SUFFIX))
 
     def make_durable(self, agent_ids: Iterable[str]) -> None:
         for agent_id in agent_ids:

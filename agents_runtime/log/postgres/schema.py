@@ -13,6 +13,9 @@ Tables:
 - ``guard_meta``: one value per key: the schema version, the audit public
   key (hex) and the fingerprint of ``token.key`` recorded at the first start
   (never a secret), which every later node must match.
+- ``guard_snapshots``: each agent's newest state snapshot, the bytes the
+  file store keeps in ``snapshots/<agent_id>.snapshot``, and its seq: a
+  node replaces it only by a newer one (version 4).
 - ``guard_agents``: one row per agent, with the ``log_id`` of its genesis
   record; inserted in the transaction that appends the genesis and policy
   records, so creating one agent on two nodes at once gives one row.
@@ -27,9 +30,12 @@ Tables:
   batch conflicts on that key learns another node wrote first. No foreign
   key to ``guard_agents``: checking one would lock the agent's row at every
   append, and appends of one agent from several nodes would queue on it.
-
+- ``guard_policies``: the named (fleet) policies, one row per version,
+  keyed ``(name, version)``, the signed line as ``log/policies.py`` seals
+  it (version 5): two nodes writing the same version of a name conflict on
+  the key, and one of them is refused.
 - ``guard_operators``: the operators log, one row per record line, keyed by
-  seq (version 4); nodes read what others appended every half second.
+  seq (version 6); nodes read what others appended every half second.
 
 Nodes tell each other of appends on ``NOTIFY_CHANNEL`` (payload: the
 agent ID); a lost notification only delays, as nodes also poll.
@@ -45,7 +51,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from agents_runtime.errors import GuardError
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 6
 NOTIFY_CHANNEL: Final = "guard_log_appended"
 
 # Any fixed 64-bit number; it only has to differ from the other advisory
@@ -194,6 +200,27 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         """,
     ),
     4: (
+        # State snapshots (agents_runtime/log/snapshot.py): written by any
+        # node, only ever replaced by a newer one; verified when read.
+        """
+        create table guard_snapshots (
+            agent_id text primary key,
+            seq bigint not null check (seq >= 0),
+            data bytea not null
+        )
+        """,
+    ),
+    5: (
+        """
+        create table guard_policies (
+            name text not null,
+            version int not null check (version >= 1),
+            line bytea not null,
+            primary key (name, version)
+        )
+        """,
+    ),
+    6: (
         # The operators log (agents_runtime/log/operators.py), one row per
         # record line: a node whose record takes a seq another node took
         # first learns of it by the key.

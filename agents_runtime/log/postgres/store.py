@@ -34,6 +34,7 @@ import attrs
 
 from agents_runtime.errors import AgentExists, KeyFileError, LogReadError, LogWriteError
 from agents_runtime.log.postgres.batches import SharedCommit
+from agents_runtime.log.postgres.policies import PgPolicies
 from agents_runtime.log.postgres.portal import Portal
 from agents_runtime.log.postgres.rounds import Rounds
 from agents_runtime.log.postgres.schema import (
@@ -74,6 +75,12 @@ _NEWER = (
     " order by h.agent_id, h.head, g.seq"
 )
 # LIMIT NULL is no limit.
+# Replace an agent's snapshot unless the table holds a newer one.
+_WRITE_SNAPSHOT = (
+    "insert into guard_snapshots (agent_id, seq, data) values ($1, $2, $3)"
+    " on conflict (agent_id) do update set seq = excluded.seq, data = excluded.data"
+    " where guard_snapshots.seq < excluded.seq"
+)
 _READ = (
     "select line from guard_logs where agent_id = $1 and seq > $2 and seq <= $3"
     " order by seq limit $4"
@@ -206,7 +213,7 @@ class PgAgentLog:
 
 
 # -- the operators log ----------------------------------------------------------
-# Rows of guard_operators (schema version 4), one per record line, keyed by
+# Rows of guard_operators (schema version 6), one per record line, keyed by
 # seq. Every node writes to it; a record whose seq another node took first
 # fails on the key and nothing of the append is written (HeadMoved): the
 # writer reads what it missed and tries again. Nodes learn of the others'
@@ -309,6 +316,11 @@ class PgStore:
 
     def conflict(self) -> None:
         self.conflicts += 1
+
+    @property
+    def policies(self) -> PgPolicies:
+        """The named policies, in ``guard_policies``."""
+        return PgPolicies(self.serving_pool, self.blocking, DB_ERRORS)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A worker process gets a store of the same URL, with its own connections.
@@ -513,13 +525,31 @@ class PgStore:
         rows = self.blocking(_READ_REGISTERED, agent_id)
         return LogContents.of_lines([bytes(row["line"]) for row in rows])
 
-    def size(self, agent_id: str) -> int:
+    def read_snapshot(self, agent_id: str) -> bytes | None:
+        rows = self.blocking("select data from guard_snapshots where agent_id = $1", agent_id)
+        return bytes(rows[0]["data"]) if rows else None
+
+    def write_snapshot(self, agent_id: str, seq: int, data: bytes) -> None:
+        """One statement (atomic); a snapshot at an older seq than the one
+        the table holds (another node's, newer) leaves it as it is."""
+
+        async def run(pool: asyncpg.Pool) -> None:
+            await pool.execute(_WRITE_SNAPSHOT, agent_id, seq, data)
+
+        try:
+            self._call(run)
+        except LogReadError as exc:
+            raise LogWriteError(str(exc).replace("reading", "writing", 1)) from None
+
+    def sizes(self, agent_ids: Sequence[str]) -> dict[str, int]:
+        """One query for them all: a node's start asks it of every agent."""
         rows = self.blocking(
-            "select coalesce(sum(octet_length(line) + 1), 0) as size"
-            " from guard_logs where agent_id = $1",
-            agent_id,
+            "select agent_id, sum(octet_length(line) + 1) as size from guard_logs"
+            " where agent_id = any($1::text[]) group by agent_id",
+            list(agent_ids),
         )
-        return int(rows[0]["size"])
+        found = {row["agent_id"]: int(row["size"]) for row in rows}
+        return {agent_id: found.get(agent_id, 0) for agent_id in agent_ids}
 
     def open(self, agent_id: str, contents: LogContents, *, writable: bool) -> PgAgentLog:
         return PgAgentLog(self, agent_id, contents.valid_length, writable=writable)

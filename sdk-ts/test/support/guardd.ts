@@ -45,11 +45,13 @@ export class Guardd {
     this.#process = child;
   }
 
-  static async start(): Promise<Guardd> {
+  /** guardd with the environment less its GUARD_* and OTEL_* variables, plus `extraEnv`. */
+  static async start(extraEnv: Readonly<Record<string, string>> = {}): Promise<Guardd> {
     const dir = mkdtempSync(join(tmpdir(), "guardd-ts-"));
     const port = await freePort();
     const program = process.env.GUARDD ?? join(REPO, ".venv", "bin", "guardd");
-    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("GUARD_")));
+    const inherited = Object.entries(process.env).filter(([key]) => !key.startsWith("GUARD_") && !key.startsWith("OTEL_"));
+    const env = { ...Object.fromEntries(inherited), ...extraEnv };
     const output = openSync(join(dir, "guardd.out"), "a");
     const child = spawn(program, ["--host", "127.0.0.1", "--port", String(port), "--data-dir", join(dir, "guard-data")], {
       env,

@@ -11,6 +11,7 @@ import pytest
 from agents_runtime.core import behaviour as b
 from agents_runtime.core import commands as c
 from agents_runtime.core.actions import request_action
+from agents_runtime.core.answers import Allowed
 from agents_runtime.core.entries import every_command
 from agents_runtime.core.policy import policy_json
 from agents_runtime.core.records import apply
@@ -64,14 +65,15 @@ def test_a_handler_yields_its_records_and_the_state_changes_only_by_their_fold()
     with pytest.raises(StopIteration) as done:
         steps.send(driver.write(allowed))
     reply = done.value.value
-    assert (reply["decision"], reply["remaining"]) == ("allowed", remaining - 1)
-    assert reply["receipt"] == [driver.lines[2].decode(), driver.lines[3].decode()]
+    assert reply == Allowed(
+        "act-1", Decimal(1), remaining - 1, (driver.lines[2], driver.lines[3]), None
+    )
 
 
 def test_the_receipt_quotes_the_lines_the_handler_got_back_not_a_read_of_the_log() -> None:
     driver = Driver()
     reply = driver.run(c.RequestAction("read", {"q": 1}))
-    assert [line.encode() for line in reply["receipt"]] == [driver.lines[2], driver.lines[3]]
+    assert reply.receipt_lines == (driver.lines[2], driver.lines[3])
 
 
 def test_an_approval_reads_nothing_its_held_action_keeps_its_request() -> None:
@@ -82,7 +84,7 @@ def test_an_approval_reads_nothing_its_held_action_keeps_its_request() -> None:
     assert dumps(held.request) == driver.lines[held.seq]
     reply = driver.run(c.Approve("act-1", "alice"))
     allowed_seq = driver.state.head.seq
-    assert reply["receipt"] == [driver.lines[2].decode(), driver.lines[allowed_seq].decode()]
+    assert reply.receipt_lines == (driver.lines[2], driver.lines[allowed_seq])
 
 
 def test_an_idempotency_key_repeat_reads_the_request_and_its_decision() -> None:
@@ -110,15 +112,14 @@ def test_a_finished_action_s_view_names_the_lines_it_quotes() -> None:
     driver.run(c.RequestAction("read", {"q": 1}))
     assert b.READS[c.GetAction](driver.state, c.GetAction("act-1")) == (2, 3)
     assert b.READS[c.GetAction](driver.state, c.GetAction("act-9")) == ()
-    view = driver.run(c.GetAction("act-1"))
-    assert (view["input"], view["status"]) == ({"q": 1}, "allowed")
-    assert first_decision(driver.state, 1, driver.lines)["cost"] == 1
+    assert driver.run(c.GetAction("act-1")) == 1  # the action's number: guardd renders it
+    assert first_decision(driver.state, 1, driver.lines).cost == 1
 
 
 def test_an_allowance_that_spends_the_budget_terminates_in_the_same_command() -> None:
     driver = Driver(budget=1)
     reply = driver.run(c.RequestAction("read", {"q": 1}))
-    assert reply["remaining"] == Decimal(0)
+    assert reply.remaining == Decimal(0)
     assert driver.state.last_record is not None
     assert driver.state.last_record["kind"] == "terminated"
     assert driver.state.termination_reason == "budget_exhausted"

@@ -76,7 +76,7 @@ def test_charge_is_the_larger_of_request_cost_and_rule_cost(
     rule_cost: str, requested: str | None, charge: str
 ) -> None:
     rule = ToolRule(cost=D(rule_cost))
-    assert charge_for(rule, None if requested is None else D(requested)) == D(charge)
+    assert charge_for(rule, None if requested is None else D(requested)) == (D(charge), None)
 
 
 async def test_ten_actions_of_0_1_on_budget_1_leave_exactly_0_and_terminate(tmp_path: Path) -> None:

@@ -25,14 +25,20 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.policy import Policy
+from agents_runtime.core.snapshot import SCHEMA, state_json
 from agents_runtime.core.state import expired_actions, parse_ts
 from agents_runtime.core.vocabulary import Severity
 from agents_runtime.errors import AgentError, IdempotencyConflict, InvalidState
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import read_log
 from agents_runtime.log.files.store import FileStore
+from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
+from agents_runtime.log.store import LogContents
 from agents_runtime.runtime.registry import Registry
+from agents_runtime.runtime.replay import replay
 from audit.replay import replay_records
+from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
     FakeClock,
@@ -45,23 +51,54 @@ from tests.agents_runtime.support import (
     write_test_keys,
 )
 
-TOOLS = ("read", "send", "capped", "nope")  # listed, approval, capped, unlisted
+# listed (tagged), approval (with rules), capped, unlisted, charged from its input,
+# held for two approvals
+TOOLS = ("read", "send", "capped", "nope", "pay", "quorum")
+# Operators who approve, with their identities: two of them make a quorum.
+APPROVERS = (("alice", "token:tok-alice"), ("bob", "token:tok-bob"))
 COSTS = (None, "0", "0.1", "0.5", "1", "2.5", "7")
+# Seconds an Idempotency-Key is kept: short, so that advance_time outlives it.
+RETENTION = 30.0
 SEVERITIES = tuple(severity.value for severity in Severity)
 # Mostly light scars, so that agents live long enough to do interesting things.
 SCARS = ("minor", "minor", "minor", "moderate", "moderate", "severe", "fatal")
 
 
+# Rules of every effect, reading input, history (tags, their times, calls),
+# the agent and now; some fail to evaluate on some inputs (policy_error).
+SEND_RULES = [
+    {
+        "name": "recent",
+        "when": "'r' in history.tag_last_used && now - history.tag_last_used['r'] < duration('5s')",
+        "effect": "require_approval",
+    },
+    {"name": "rich", "when": "agent.remaining > 3.0 && 'read' in history.calls", "effect": "allow"},
+    {
+        "name": "after-read",
+        "when": "'r' in history.tags_used && has(input.b) && input.b == 1",
+        "effect": "allow",
+    },
+    {"name": "big-a", "when": "has(input.a) && input.a >= 3", "effect": "deny", "scar": "minor"},
+    {"name": "fails", "when": "has(input.a) && input.a == 2 && input.zz == 1", "effect": "deny"},
+]
+
+
 def machine_policy(
-    budget: str, scar_limit: int, rate: tuple[int, int] | None, timeout: int | None = None
+    budget: str,
+    scar_limit: int,
+    rate: tuple[int, int] | None,
+    timeout: int | None = None,
+    tagged: bool = True,
 ) -> Policy:
     return policy(
         budget=Decimal(budget),
         scar_limit=scar_limit,
         tools={
-            "read": {"cost": Decimal("0.5")},
-            "send": {"cost": 2, "requires_approval": True},
+            "read": {"cost": Decimal("0.5"), "tags": ["r"] if tagged else []},
+            "send": {"cost": 2, "requires_approval": True, "rules": SEND_RULES},
             "capped": {"max_calls": 2},
+            "pay": {"cost_from": "a"},
+            "quorum": {"cost": 1, "requires_approval": True, "approvals_required": 2},
         },
         rate_limit=None if rate is None else {"max_actions": rate[0], "window_secs": rate[1]},
         approval_timeout_secs=timeout,
@@ -75,6 +112,7 @@ policies = st.builds(
     rate=st.one_of(st.none(), st.tuples(st.integers(1, 4), st.sampled_from([1, 10, 60]))),
     # Held actions expire after this long (fake seconds), or never.
     timeout=st.sampled_from([None, None, 5, 30, 60]),
+    tagged=st.booleans(),
 )
 
 
@@ -90,7 +128,7 @@ class AgentMachine(RuleBasedStateMachine):
         self.registry = self._open()
         self.run(self.registry.create(AGENT, machine_policy("4", 20, (4, 10), 30)))
         self.requests = 0  # action IDs handed out
-        self.keys: dict[str, c.RequestAction] = {}
+        self.keys: dict[str, tuple[c.RequestAction, float]] = {}  # and the ts of its request
 
     # -- plumbing ------------------------------------------------------------
 
@@ -98,7 +136,16 @@ class AgentMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(awaitable)
 
     def _open(self) -> Registry:
-        registry = Registry(FileStore(self.data_dir), self.ring, clock=self.clock)
+        # A snapshot every few records: a restart starts from the live
+        # state's snapshot and folds what follows it.
+        registry = Registry(
+            FileStore(self.data_dir),
+            self.ring,
+            clock=self.clock,
+            render=views.BY_COMMAND,
+            snapshot_records=3,
+            idempotency_retention=RETENTION,
+        )
         summary = registry.load()
         assert not summary.quarantined
         self.run(registry.start())
@@ -130,6 +177,7 @@ class AgentMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             self.check_audit_replay()
+            self.check_snapshot_then_fold()
         finally:
             try:
                 self.run(self.registry.stop())
@@ -137,12 +185,41 @@ class AgentMachine(RuleBasedStateMachine):
                 self.loop.close()
                 shutil.rmtree(self.root, ignore_errors=True)
 
+    def check_snapshot_then_fold(self) -> None:
+        """At every cut point of the log this example produced: a snapshot
+        of the state folded up to it, then the fold of the records after
+        it, equals the fold from genesis."""
+        path = self.data_dir.log_path(AGENT)
+        contents = read_log(path)
+        lines = log_lines(path)
+        public_key = self.ring.public_key
+        whole = replay(AGENT, contents, public_key, idempotency_retention=RETENTION)
+        assert whole.state is not None
+        for cut in range(1, len(contents.lines)):
+            prefix = replay(
+                AGENT,
+                LogContents.of_lines(contents.lines[: cut + 1]),
+                public_key,
+                idempotency_retention=RETENTION,
+            )
+            assert prefix.state is not None
+            data = seal_snapshot(
+                AGENT, prefix.state.head, SCHEMA, state_json(prefix.state), self.ring.signer
+            )
+            snap = open_snapshot(data, public_key, AGENT)
+            loaded = replay(
+                AGENT, contents, public_key, snapshot=snap, idempotency_retention=RETENTION
+            )
+            assert (loaded.snapshot_seq, loaded.snapshot_problem) == (cut, None)
+            assert loaded.state == whole.state
+            assert snapshot(loaded.state, lines) == snapshot(whole.state, lines)
+
     def check_audit_replay(self) -> None:
         """audit replay on the log this example produced: every record is what
         the log's own policy would have written; its state is the live one."""
         path = self.data_dir.log_path(AGENT)
         records = [canonical.loads(line) for line in path.read_bytes().splitlines()]
-        result = replay_records(records)
+        result = replay_records(records, RETENTION)
         assert result.ok, [str(p) for p in result.problems]
         assert result.state is not None
         lines = dict(enumerate(path.read_bytes().splitlines()))
@@ -160,8 +237,13 @@ class AgentMachine(RuleBasedStateMachine):
     )
     def request(self, tool: str, cost: str | None, key: str | None, data: dict[str, int]) -> None:
         command = c.RequestAction(tool, data or None, None if cost is None else Decimal(cost), key)
+        before = live_state(self.registry)
+        # The batch's ts, as the actor makes it: never before the last one.
+        now = max(round(self.clock() * 1_000_000) / 1_000_000, parse_ts(before.last_ts))
         reply = self.try_ask(command)
-        earlier = self.keys.get(key) if key is not None else None
+        first = self.keys.get(key) if key is not None else None
+        # A key reused more than RETENTION seconds after its request is a new one.
+        earlier = first[0] if first is not None and now - first[1] <= RETENTION else None
         if earlier is not None:
             if (earlier.tool, earlier.input, earlier.cost) == (tool, command.input, command.cost):
                 assert isinstance(reply, dict)
@@ -172,15 +254,22 @@ class AgentMachine(RuleBasedStateMachine):
         assert isinstance(reply, dict), reply
         self.requests += 1
         assert reply["action_id"] == f"act-{self.requests}"
-        if key is not None:
-            self.keys[key] = command
         state = live_state(self.registry)
+        if key is not None:
+            self.keys[key] = (command, parse_ts(state.last_ts))
         if reply["decision"] == "allowed":
             assert reply["remaining"] == state.remaining or not state.alive
 
     @rule(tool=st.sampled_from(TOOLS[:3]), cost=st.sampled_from(COSTS[:5]))
     def request_listed_tool(self, tool: str, cost: str | None) -> None:
         self.request(tool, cost, None, {})
+
+    @rule(
+        tool=st.sampled_from(["send", "pay"]),
+        data=st.dictionaries(st.sampled_from("ab"), st.integers(0, 3), max_size=2),
+    )
+    def request_with_rules(self, tool: str, data: dict[str, int]) -> None:
+        self.request(tool, None, None, data)
 
     @rule(tool=st.sampled_from(TOOLS[:3]), cost=st.sampled_from(COSTS[:5]))
     def request_listed_tool_again(self, tool: str, cost: str | None) -> None:
@@ -211,19 +300,33 @@ class AgentMachine(RuleBasedStateMachine):
         return action_id, action_id in due
 
     @precondition(lambda self: bool(live_state(self.registry).pending))
-    @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("ok")))
-    def approve_pending(self, pick: int, note: str | None) -> None:
+    @rule(
+        pick=st.integers(0, 40),
+        note=st.one_of(st.none(), st.just("ok")),
+        approver=st.sampled_from(APPROVERS),
+    )
+    def approve_pending(self, pick: int, note: str | None, approver: tuple[str, str]) -> None:
         action_id, due = self.pending_pick(pick)
-        reply = self.try_ask(c.Approve(action_id, "alice", note))
-        if due:
+        held = live_state(self.registry).pending[action_id]
+        name, by_id = approver
+        again = any(given["by_id"] == by_id for given in held.approvals)
+        first_of_two = held.tool == "quorum" and not held.approvals
+        reply = self.try_ask(c.Approve(action_id, name, note, by_id))
+        if due or again:
             assert isinstance(reply, InvalidState), reply
+            return
+        if first_of_two:
+            # The first of two: recorded, and the action stays pending.
+            assert reply["decision"] == "pending_approval", reply
+            assert [a["by_id"] for a in reply["approvals"]] == [by_id]
+            assert reply["approvals_required"] == 2
             return
         assert reply["decision"] in ("allowed", "denied")
 
     @precondition(lambda self: bool(live_state(self.registry).pending))
-    @rule(pick=st.integers(0, 40))
-    def approve_pending_again(self, pick: int) -> None:
-        self.approve_pending(pick, None)
+    @rule(pick=st.integers(0, 40), approver=st.sampled_from(APPROVERS))
+    def approve_pending_again(self, pick: int, approver: tuple[str, str]) -> None:
+        self.approve_pending(pick, None, approver)
 
     @precondition(lambda self: bool(live_state(self.registry).pending))
     @rule(pick=st.integers(0, 40), scar=st.one_of(st.none(), st.sampled_from(SCARS)))
@@ -303,6 +406,8 @@ class AgentMachine(RuleBasedStateMachine):
         now = max(self.clock(), parse_ts(state.last_ts))
         due = [action.action_id for action, _ in expired_actions(state, now)]
         length = len(self.data_dir.log_path(AGENT).read_bytes().splitlines())
+        self.run(self.registry.save_checkpoints())
+        self.run(self.registry.save_snapshots())  # of the live state, when due
         self.run(self.registry.stop())
         self.registry = self._open()
         if not due:

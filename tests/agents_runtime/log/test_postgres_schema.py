@@ -39,7 +39,14 @@ async def test_an_empty_database_gets_the_schema(conn: asyncpg.Connection) -> No
     assert await schema_version(conn) == 0
     result = await ensure_schema(conn)
     assert (result.found, result.version, result.changed) == (0, SCHEMA_VERSION, True)
-    assert await tables(conn) == ["guard_agents", "guard_logs", "guard_meta", "guard_operators"]
+    assert await tables(conn) == [
+        "guard_agents",
+        "guard_logs",
+        "guard_meta",
+        "guard_operators",
+        "guard_policies",
+        "guard_snapshots",
+    ]
     assert await conn.fetchval(
         "select value from guard_meta where key = $1", META_SCHEMA_VERSION
     ) == str(SCHEMA_VERSION)
@@ -62,7 +69,14 @@ async def test_two_nodes_starting_at_once(postgres_dsn: str, conn: asyncpg.Conne
         for node in nodes:
             await node.close()
     assert sorted(r.found for r in results) == [0, SCHEMA_VERSION]
-    assert await tables(conn) == ["guard_agents", "guard_logs", "guard_meta", "guard_operators"]
+    assert await tables(conn) == [
+        "guard_agents",
+        "guard_logs",
+        "guard_meta",
+        "guard_operators",
+        "guard_policies",
+        "guard_snapshots",
+    ]
 
 
 async def test_a_second_run_changes_nothing(conn: asyncpg.Connection) -> None:
@@ -167,6 +181,25 @@ async def test_a_version_2_database_is_upgraded_keeping_its_rows_and_guard_appen
         "select guard_append($1, $2, $3, $4, 'n')", ["b"], [1], [1], [b"b1"]
     )
     assert refused == []
+
+
+async def test_a_version_5_database_gets_the_operators_table_keeping_snapshots_and_policies(
+    conn: asyncpg.Connection,
+) -> None:
+    from agents_runtime.log.postgres.schema import MIGRATIONS
+
+    async with conn.transaction():
+        for version in range(1, 6):
+            for statement in MIGRATIONS[version]:
+                await conn.execute(statement)
+        await conn.execute("insert into guard_meta values ($1, '5')", META_SCHEMA_VERSION)
+    await conn.execute("insert into guard_snapshots values ('a', 3, $1)", b"snap")
+    await conn.execute("insert into guard_policies values ('p', 1, $1)", b"v1")
+    result = await ensure_schema(conn)
+    assert (result.found, result.version, SCHEMA_VERSION) == (5, 6, 6)
+    assert await conn.fetchval("select data from guard_snapshots") == b"snap"
+    assert await conn.fetchval("select line from guard_policies") == b"v1"
+    assert await conn.fetchval("select count(*) from guard_operators") == 0
 
 
 async def test_a_batch_after_a_row_that_is_gone_writes_none_of_its_rows(

@@ -57,7 +57,8 @@ async def test_a_created_log_reads_back_byte_for_byte(store: PgStore) -> None:
     assert (await asyncio.to_thread(store.scan)).agent_ids == ["a"]
     contents = await asyncio.to_thread(store.read, "a")
     assert contents == LogContents.of_lines([line[:-1] for line in lines])
-    assert await asyncio.to_thread(store.size, "a") == len(b"".join(lines))
+    sizes = await asyncio.to_thread(store.sizes, ["a", "none"])
+    assert sizes == {"a": len(b"".join(lines)), "none": 0}
 
 
 async def test_creating_an_agent_twice_is_agent_exists(store: PgStore) -> None:
@@ -156,3 +157,13 @@ def canonical_hash(line: bytes) -> str:
     from agents_runtime.log import canonical
 
     return str(canonical.loads(line[:-1])["hash"])
+
+
+async def test_a_snapshot_is_replaced_by_a_newer_one_only(store: PgStore) -> None:
+    assert await asyncio.to_thread(store.read_snapshot, "snap-a") is None
+    await asyncio.to_thread(store.write_snapshot, "snap-a", 5, b"five\n")
+    assert await asyncio.to_thread(store.read_snapshot, "snap-a") == b"five\n"
+    await asyncio.to_thread(store.write_snapshot, "snap-a", 9, b"nine\n")
+    # Another node's older one (it lost the race) leaves the newer in place.
+    await asyncio.to_thread(store.write_snapshot, "snap-a", 7, b"seven\n")
+    assert await asyncio.to_thread(store.read_snapshot, "snap-a") == b"nine\n"

@@ -13,6 +13,7 @@ import attrs
 import pytest
 
 from agents_runtime.core import commands as c
+from agents_runtime.core.answers import Allowed
 from agents_runtime.errors import (
     AgentUnavailable,
     CanonicalError,
@@ -28,6 +29,7 @@ from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.actor import LogView
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
+from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
     D,
@@ -95,7 +97,10 @@ async def start(root: Path, committer: Committer, *agent_ids: str) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
     registry = Registry(
-        FileStore(data_dir, committer=committer), data_dir.prepare(), clock=FakeClock()
+        FileStore(data_dir, committer=committer),
+        data_dir.prepare(),
+        clock=FakeClock(),
+        render=views.BY_COMMAND,
     )
     registry.load()
     await registry.start()
@@ -362,7 +367,7 @@ async def test_a_read_only_key_ring_serves_reads_and_refuses_writes(tmp_path: Pa
         await agent.ask(c.RequestAction("read"))
     data_dir = DataDir(tmp_path)
     ring = attrs.evolve(data_dir.prepare(), signer=None)
-    registry = Registry(FileStore(data_dir), ring, clock=FakeClock())
+    registry = Registry(FileStore(data_dir), ring, clock=FakeClock(), render=views.BY_COMMAND)
     registry.load()
     await registry.start()
     try:
@@ -435,3 +440,36 @@ async def test_a_sender_waiting_for_room_when_the_actor_ends_is_answered(
         assert waiting.done()
         with pytest.raises(ShuttingDown):
             waiting.result()
+
+
+async def test_each_reply_is_rendered_from_the_state_its_own_command_left(tmp_path: Path) -> None:
+    async with running_agent(tmp_path) as agent:
+        # Asked with no await between: the idle actor cannot run in between,
+        # so both are one batch, answered together after its commit; the
+        # scar's status is rendered before the request runs.
+        scarred = agent.ref.ask(c.AddScar("minor", "rude"))
+        decided = agent.ref.ask(c.RequestAction("read", {"q": 1}))
+        status, decision = await scarred, await decided
+        assert (status["scar_score"], status["actions_allowed"]) == (1, 0)
+        assert (decision["decision"], decision["remaining"]) == ("allowed", 99)
+        assert (await agent.ask(c.GetStatus()))["actions_allowed"] == 1
+
+
+async def test_without_a_renderer_a_command_is_answered_with_the_cores_value(
+    tmp_path: Path,
+) -> None:
+    data_dir = DataDir(tmp_path)
+    write_test_keys(tmp_path)
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), clock=FakeClock())
+    registry.load()
+    await registry.start()
+    try:
+        await registry.create(AGENT, policy())
+        ref = registry.ref(AGENT)
+        decision = await ref.ask(c.RequestAction("read", {"q": 1}))
+        assert isinstance(decision, Allowed)
+        assert (decision.action_id, decision.remaining, decision.grant_id) == ("act-1", 99, None)
+        assert await ref.ask(c.GetAction("act-1")) == 1
+        assert await ref.ask(c.FindAction("nope")) is None
+    finally:
+        await registry.stop()

@@ -25,6 +25,7 @@ import attrs
 import pytest
 
 from agents_runtime.core import commands as c
+from agents_runtime.core.answers import Allowed, Denied, Pending
 from agents_runtime.core.state import (
     AgentState,
     action_number,
@@ -41,11 +42,13 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.record import seal
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
+from guardd import views
 from tests.agents_runtime.crash_child import AGENTS
 from tests.agents_runtime.support import (
     AGENT,
     TEST_SIGNER,
     D,
+    FakeClock,
     Harness,
     policy,
     running_agent,
@@ -120,7 +123,8 @@ def check_acknowledged(ack: dict[str, Any], state: AgentState, lines: list[bytes
     if command == "RequestAction":
         assert n is not None, ack
         decision = first_decision(state, n, dict(enumerate(lines)))
-        assert decision["decision"] == ack["decision"], ack
+        words = {Allowed: "allowed", Denied: "denied", Pending: "pending_approval"}
+        assert words[type(decision)] == ack["decision"], ack
     elif command == "Approve":
         assert n is not None, ack
         expected = ("allowed", "completed") if ack["decision"] == "allowed" else ("denied",)
@@ -362,7 +366,9 @@ async def test_a_read_only_service_leaves_a_cut_command_as_it_is(tmp_path: Path)
     cut = b"".join(path.read_bytes().splitlines(keepends=True)[:-1])
     crash_cut(path, cut)
     data_dir = DataDir(tmp_path)
-    registry = Registry(FileStore(data_dir), attrs.evolve(data_dir.prepare(), signer=None))
+    # The clock of the first run: the key is within its retention.
+    ring = attrs.evolve(data_dir.prepare(), signer=None)
+    registry = Registry(FileStore(data_dir), ring, clock=FakeClock(), render=views.BY_COMMAND)
     registry.load()
     await registry.start()
     try:

@@ -20,7 +20,8 @@ from agents_runtime.log.files.logfile import read_log
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.record import FORMAT, Head, seal
 from agents_runtime.log.verify import Failure
-from agents_runtime.runtime.registry import Registry
+from agents_runtime.runtime.registry import Registry, quarantine_message
+from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
     TEST_PUBLIC_KEY,
@@ -45,7 +46,9 @@ async def make_agent(root: Path, agent_id: str = AGENT, requests: int = 2) -> Pa
 def loaded_registry(root: Path) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
-    return Registry(FileStore(data_dir), data_dir.prepare(), clock=FakeClock())
+    return Registry(
+        FileStore(data_dir), data_dir.prepare(), clock=FakeClock(), render=views.BY_COMMAND
+    )
 
 
 def close(registry: Registry) -> None:
@@ -261,11 +264,10 @@ async def test_quarantined_agents_are_listed_with_their_error(tmp_path: Path) ->
     path.write_bytes(path.read_bytes().replace(b'"remaining":99,', b'"remaining":9,', 1))
     async with running_registry(tmp_path) as registry:
         entries = await registry.list()
-    assert [(e["agent_id"], e["state"]) for e in entries] == [
-        ("broken", "quarantined"),
-        ("fine", "active"),
-    ]
-    assert entries[0]["error"] == "line 4 (seq 3): hash does not match content"
-    assert "status" not in entries[0]
-    assert entries[1]["status"]["actions_allowed"] == 2
-    assert "error" not in entries[1]
+    assert [e.agent_id for e in entries] == ["broken", "fine"]
+    failure = entries[0].failure
+    assert failure is not None
+    assert entries[0].status is None
+    assert quarantine_message(failure) == "line 4 (seq 3): hash does not match content"
+    assert entries[1].status["actions_allowed"] == 2
+    assert entries[1].failure is None

@@ -26,6 +26,7 @@ async def test_service_routes(tmp_path: Path) -> None:
             "/healthz",
             "/readyz",
             "/v1/public-key",
+            "/v1/auth/config",
             "/v1/openapi.json",
         }
         assert (await app.client.get("/metrics", headers=app.admin)).status_code == 404

@@ -1,0 +1,101 @@
+"""A state rebuilt to the committed head (after a lost race on a shared
+store, or a refused write) starts from the agent's snapshot and folds only
+the rows after it; without a usable snapshot it folds the whole log, with
+the same result."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from agents_runtime.core import commands as c
+from agents_runtime.core.snapshot import SCHEMA
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.store import FileStore
+from agents_runtime.log.keys import Signer, load_keys
+from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
+from agents_runtime.log.store import LogStore
+from agents_runtime.runtime.registry import Registry
+from agents_runtime.runtime.replay import replay
+from guardd import views
+from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
+
+OPEN = Callable[[], LogStore]
+
+
+@asynccontextmanager
+async def _running(make_store: OPEN, root: Path) -> AsyncIterator[Registry]:
+    write_test_keys(root)
+    store = make_store()
+    registry = Registry(
+        store,
+        load_keys(DataDir(root).keys_dir),
+        clock=FakeClock(),
+        snapshot_records=4,
+        render=views.BY_COMMAND,
+    )
+    assert (await asyncio.to_thread(registry.load)).quarantined == {}
+    await registry.start()
+    try:
+        yield registry
+    finally:
+        await registry.stop()
+        close = getattr(store, "close", None)  # the PostgreSQL store's own thread
+        if close is not None:
+            await asyncio.to_thread(close)
+
+
+@pytest.fixture(params=["files", "postgres"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> OPEN:
+    if request.param == "files":
+        DataDir(tmp_path).prepare()
+        return lambda: FileStore(DataDir(tmp_path))
+    from agents_runtime.log.postgres.store import PgStore
+
+    dsn = request.getfixturevalue("postgres_dsn")
+    write_test_keys(tmp_path)
+    store = PgStore(dsn, checkpoint_dir=tmp_path / "checkpoints")
+    store.prepare()
+    store.close()
+    return lambda: PgStore(dsn, checkpoint_dir=tmp_path / "checkpoints")
+
+
+async def _serve(registry: Registry, requests: int) -> None:
+    ref = registry.ref(AGENT)
+    for n in range(requests):
+        await ref.ask(c.RequestAction(tool="read", input={"n": n}))
+
+
+@pytest.mark.parametrize("forged", [False, True], ids=["snapshot", "forged-snapshot"])
+async def test_a_rebuild_starts_from_the_snapshot_and_folds_the_rows_after_it(
+    make_store: OPEN, tmp_path: Path, forged: bool
+) -> None:
+    async with _running(make_store, tmp_path) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(100)))
+        await _serve(registry, 3)
+        await registry.save_checkpoints()
+        await registry.save_snapshots()
+        store = registry.store
+        data = await asyncio.to_thread(store.read_snapshot, AGENT)
+        assert data is not None
+        snapshot = open_snapshot(data, registry.ring.public_key, AGENT)
+        if forged:
+            bad = seal_snapshot(AGENT, snapshot.head, SCHEMA, snapshot.state, Signer(b"\7" * 32))
+            await asyncio.to_thread(store.write_snapshot, AGENT, snapshot.head.seq + 1, bad)
+        await _serve(registry, 2)  # rows after the snapshot
+        actor = registry.actors[AGENT]
+        before = actor.state
+        assert await actor.rebuild(actor.committed) is None
+        assert actor.state is not before
+        assert actor.rebuilt_from == (None if forged else snapshot.head.seq)
+        whole = replay(AGENT, await asyncio.to_thread(store.read, AGENT), registry.ring.public_key)
+        assert actor.state == whole.state
+        assert actor.state.action_count == 5
+        # It goes on serving from the rebuilt state.
+        await _serve(registry, 1)
+        assert actor.state.action_count == 6

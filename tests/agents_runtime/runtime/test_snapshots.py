@@ -1,0 +1,296 @@
+"""State snapshots at startup: a start folds only the records after an
+agent's snapshot, a snapshot that cannot be trusted is ignored (the agent is
+folded from genesis and stays active), and a tampered log is quarantined
+whatever its snapshot says."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from agents_runtime.core import commands as c
+from agents_runtime.core.snapshot import SCHEMA
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.store import FileStore
+from agents_runtime.log.keys import Signer
+from agents_runtime.log.record import Head
+from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
+from agents_runtime.runtime.registry import Registry
+from agents_runtime.runtime.replay import load
+from guardd import views
+from tests.agents_runtime.support import (
+    AGENT,
+    TEST_SIGNER,
+    FakeClock,
+    policy,
+    write_test_keys,
+)
+
+OTHER = "agent-2"
+
+
+def _registry(root: Path, clock: FakeClock, **options: float) -> Registry:
+    write_test_keys(root)
+    data_dir = DataDir(root)
+    return Registry(  # type: ignore[misc]
+        FileStore(data_dir),
+        data_dir.prepare(),
+        clock=clock,
+        render=views.BY_COMMAND,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+async def _run(root: Path, agents: tuple[str, ...] = (AGENT,), requests: int = 6) -> Registry:
+    """Agents that each made ``requests`` requests (2 records each), with a
+    snapshot every 5 records written; stopped."""
+    clock = FakeClock()
+    registry = _registry(root, clock, snapshot_records=5)
+    registry.load()
+    await registry.start()
+    try:
+        for agent_id in agents:
+            await registry.create(agent_id, policy(budget=Decimal(100)))
+            for n in range(requests):
+                command = c.RequestAction(tool="read", input={"n": n})
+                await registry.ref(agent_id).ask(command)
+        await registry.save_checkpoints()
+        await registry.save_snapshots()
+    finally:
+        await registry.stop()
+    return registry
+
+
+def _snapshot_path(root: Path, agent_id: str = AGENT) -> Path:
+    return DataDir(root).snapshot_path(agent_id)
+
+
+def _loaded(root: Path, agent_id: str = AGENT) -> object:
+    data_dir = DataDir(root)
+    return load(FileStore(data_dir), agent_id, data_dir.prepare().public_key)
+
+
+async def test_a_start_folds_only_the_records_after_the_snapshot(tmp_path: Path) -> None:
+    await _run(tmp_path)
+    data_dir = DataDir(tmp_path)
+    public_key = data_dir.prepare().public_key
+    snap = open_snapshot(_snapshot_path(tmp_path).read_bytes(), public_key, AGENT)
+    lines = data_dir.log_path(AGENT).read_bytes().splitlines()
+    assert snap.head.seq == len(lines) - 1  # 14 records: one snapshot, at the head
+    # One more record after it: the start folds that one on the snapshot.
+    registry = _registry(tmp_path, FakeClock())
+    registry.load()
+    await registry.start()
+    try:
+        await registry.ref(AGENT).ask(c.AddScar(severity="minor", reason="x"))
+    finally:
+        await registry.stop()
+    loaded = load(FileStore(data_dir), AGENT, public_key)
+    whole = load(FileStore(DataDir(tmp_path)), AGENT, public_key)
+    assert loaded.snapshot_seq == snap.head.seq
+    assert loaded.snapshot_problem is None
+    assert loaded.state is not None
+    assert loaded.state.head.seq == snap.head.seq + 1
+    assert loaded.state.scar_score > 0
+    _snapshot_path(tmp_path).unlink()
+    whole = load(FileStore(data_dir), AGENT, public_key)
+    assert whole.snapshot_seq is None
+    assert loaded.state == whole.state
+
+
+def _forged(root: Path) -> None:
+    """The snapshot re-signed by a key that is not the audit key."""
+    data = _snapshot_path(root).read_bytes()
+    snap = open_snapshot(data, DataDir(root).prepare().public_key, AGENT)
+    forged = seal_snapshot(AGENT, snap.head, SCHEMA, snap.state, Signer(bytes([7]) * 32))
+    _snapshot_path(root).write_bytes(forged)
+
+
+def _copied(root: Path) -> None:
+    _snapshot_path(root).write_bytes(_snapshot_path(root, OTHER).read_bytes())
+
+
+def _other_hash(root: Path) -> None:
+    """Signed by the key, but not of this log: another hash at its seq."""
+    data = _snapshot_path(root).read_bytes()
+    snap = open_snapshot(data, DataDir(root).prepare().public_key, AGENT)
+    head = Head(snap.head.seq, "ab" * 32)
+    state = dict(snap.state, head={"seq": head.seq, "hash": head.hash})
+    _snapshot_path(root).write_bytes(seal_snapshot(AGENT, head, SCHEMA, state, TEST_SIGNER))
+
+
+def _beyond(root: Path) -> None:
+    """Signed by the key, of a seq the log never reached."""
+    data = _snapshot_path(root).read_bytes()
+    snap = open_snapshot(data, DataDir(root).prepare().public_key, AGENT)
+    head = Head(snap.head.seq + 5, snap.head.hash)
+    state = dict(snap.state, head={"seq": head.seq, "hash": head.hash})
+    _snapshot_path(root).write_bytes(seal_snapshot(AGENT, head, SCHEMA, state, TEST_SIGNER))
+
+
+def _other_layout(root: Path) -> None:
+    data = _snapshot_path(root).read_bytes()
+    snap = open_snapshot(data, DataDir(root).prepare().public_key, AGENT)
+    _snapshot_path(root).write_bytes(
+        seal_snapshot(AGENT, snap.head, "0" * 64, snap.state, TEST_SIGNER)
+    )
+
+
+def _garbage(root: Path) -> None:
+    _snapshot_path(root).write_bytes(b'{"not": "a snapshot"}\n')
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        pytest.param(_forged, "its signature does not verify under the audit key", id="forged"),
+        pytest.param(_copied, "it is the snapshot of 'agent-2', not of 'agent-1'", id="copied"),
+        pytest.param(
+            _other_hash, "it is of seq 13, and the log has another record there", id="hash"
+        ),
+        pytest.param(_beyond, "it is of seq 18, and the log ends before it", id="beyond"),
+        pytest.param(
+            _other_layout,
+            "it was written for another layout of the state (another version)",
+            id="layout",
+        ),
+        pytest.param(_garbage, "not a snapshot: a JSON line and a signature line", id="garbage"),
+    ],
+)
+async def test_a_snapshot_that_cannot_be_trusted_is_ignored_and_the_agent_stays_active(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, spoil: object, why: str
+) -> None:
+    await _run(tmp_path, (AGENT, OTHER))
+    spoil(tmp_path)  # type: ignore[operator]
+    registry = _registry(tmp_path, FakeClock())
+    with caplog.at_level(logging.WARNING, "agents_runtime.runtime.registry"):
+        summary = registry.load()
+    assert summary.quarantined == {}
+    assert f"agent {AGENT}: ignoring its state snapshot: {why}; folded from genesis" in (
+        caplog.messages
+    )
+    loaded = _loaded(tmp_path)
+    assert loaded.snapshot_seq is None  # type: ignore[attr-defined]
+    assert loaded.state.actions_allowed == 6  # type: ignore[attr-defined]
+    await registry.start()
+    try:
+        status = await registry.ref(AGENT).ask(c.GetStatus())
+        assert status["alive"] is True
+        assert status["actions_allowed"] == 6
+    finally:
+        await registry.stop()
+
+
+def _change_line(path: Path, index: int) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert b'"n":' in lines[index]  # an action_requested record
+    lines[index] = lines[index].replace(b'"n":', b'"m":', 1)
+    path.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        pytest.param(lambda p: _change_line(p, 4), "hash does not match content", id="before"),
+        pytest.param(lambda p: _change_line(p, -2), "hash does not match content", id="after"),
+        pytest.param(
+            lambda p: p.write_bytes(b"".join(p.read_bytes().splitlines(keepends=True)[:6])),
+            "truncated before checkpoint",
+            id="cut",
+        ),
+    ],
+)
+async def test_a_tampered_log_is_quarantined_whatever_the_snapshot_says(
+    tmp_path: Path, tamper: object, reason: str
+) -> None:
+    await _run(tmp_path)
+    checkpoint = DataDir(tmp_path).checkpoints_dir / f"{AGENT}.checkpoint"
+    older = checkpoint.read_bytes()
+    # More records after the checkpoint and the snapshot: "after" changes one.
+    registry = _registry(tmp_path, FakeClock())
+    registry.load()
+    await registry.start()
+    try:
+        await registry.ref(AGENT).ask(c.RequestAction(tool="read", input={"n": 9}))
+    finally:
+        await registry.stop()
+    checkpoint.write_bytes(older)
+    path = DataDir(tmp_path).log_path(AGENT)
+    tamper(path)  # type: ignore[operator]
+    registry = _registry(tmp_path, FakeClock())
+    summary = registry.load()
+    assert summary.quarantined[AGENT].reason == reason
+
+
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from agents_runtime.log.files.datadir import DataDir
+    from agents_runtime.log.files.store import FileStore
+
+    store = FileStore(DataDir(Path(sys.argv[1])))
+    old, new = Path(sys.argv[2]).read_bytes(), Path(sys.argv[3]).read_bytes()
+    print("writing", flush=True)
+    while True:
+        store.write_snapshot("agent-1", 1, new)
+        store.write_snapshot("agent-1", 1, old)
+    """
+)
+
+
+def test_kill_9_while_a_snapshot_is_written_leaves_the_old_or_the_new(tmp_path: Path) -> None:
+    asyncio.run(_run(tmp_path))
+    path = _snapshot_path(tmp_path)
+    public_key = DataDir(tmp_path).prepare().public_key
+    old = path.read_bytes()
+    snap = open_snapshot(old, public_key, AGENT)
+    # A large one, so that a kill often lands inside a write.
+    state = dict(snap.state, idempotency={f"key-{n}": 1 for n in range(200_000)})
+    new = seal_snapshot(AGENT, snap.head, SCHEMA, state, TEST_SIGNER)
+    (tmp_path / "old").write_bytes(old)
+    (tmp_path / "new").write_bytes(new)
+    writes = (str(tmp_path / "old"), str(tmp_path / "new"))
+    for _ in range(5):
+        with subprocess.Popen(
+            [sys.executable, "-c", _KILLED_WRITER, str(tmp_path), *writes],
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).parents[3],
+        ) as child:
+            assert child.stdout is not None
+            assert child.stdout.readline() == b"writing\n"
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+        data = path.read_bytes()
+        assert data in (old, new)
+        open_snapshot(data, public_key, AGENT)  # whole, and it verifies
+
+
+async def test_a_round_asks_for_a_bounded_number_of_snapshots(tmp_path: Path) -> None:
+    from agents_runtime.runtime import registry as registry_module
+
+    agents = tuple(f"agent-{n:02d}" for n in range(registry_module.SNAPSHOTS_PER_ROUND + 5))
+    await _run(tmp_path, agents, requests=2)  # 6 records each, one snapshot each
+    for path in DataDir(tmp_path).snapshots_dir.iterdir():
+        path.unlink()
+    # A start finds every agent due: the first rounds spread them out.
+    registry = _registry(tmp_path, FakeClock(), snapshot_records=5)
+    registry.load()
+    await registry.start()
+    try:
+        await registry.save_snapshots()
+        first = len(list(DataDir(tmp_path).snapshots_dir.iterdir()))
+        await registry.save_snapshots()
+        second = len(list(DataDir(tmp_path).snapshots_dir.iterdir()))
+    finally:
+        await registry.stop()
+    assert (first, second) == (registry_module.SNAPSHOTS_PER_ROUND, len(agents))
