@@ -140,3 +140,38 @@ def test_an_agents_own_request_and_cancel_name_no_operator(api: Api) -> None:
         "by_id" not in r for r in records if r["kind"] != "genesis" and r["kind"] != "policy"
     )
     assert records[-1]["by"] == "agent"
+
+
+def test_named_policy_and_shadow_records_name_the_operator_who_caused_them(api: Api) -> None:
+    boss, boss_id = operator(api, "boss", "admin")
+    fleet = api.new_id("fleet")
+    ok(boss.put(f"/v1/policies/{fleet}", json=POLICY))
+    created = api.new_id("follower")
+    ok(boss.post("/v1/agents", json={"agent_id": created, "policy_ref": fleet}), 201)
+    switched = api.new_id("switched")
+    ok(boss.post("/v1/agents", json={"agent_id": switched, "policy": POLICY}), 201)
+    ok(boss.request("PUT", f"/v1/agents/{switched}/policy", json={"policy_ref": fleet}))
+    # A new version reaches each follower's log, under the name of who stored it.
+    ok(api.admin.put(f"/v1/policies/{fleet}", json={**POLICY, "budget": 7}))
+    ok(boss.request("PUT", f"/v1/agents/{switched}/shadow", json=POLICY))
+    ok(boss.request("DELETE", f"/v1/agents/{switched}/shadow"))
+
+    def signed(agent_id: str) -> list[tuple[Any, ...]]:
+        records = ok(api.admin.get(f"/v1/agents/{agent_id}/log"))["records"]
+        return [
+            (r["kind"], r.get("version"), r.get("by"), r.get("by_id"))
+            for r in records
+            if r["kind"] not in ("genesis",)
+        ]
+
+    assert signed(created) == [
+        ("policy", 1, "boss", boss_id),
+        ("policy", 2, "admin", "admin-token"),
+    ]
+    assert signed(switched) == [
+        ("policy", None, "boss", boss_id),
+        ("policy", 1, "boss", boss_id),
+        ("policy", 2, "admin", "admin-token"),
+        ("shadow_set", None, "boss", boss_id),
+        ("shadow_cleared", None, "boss", boss_id),
+    ]
