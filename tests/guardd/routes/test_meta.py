@@ -27,6 +27,7 @@ async def test_service_routes(tmp_path: Path) -> None:
             "/readyz",
             "/v1/public-key",
             "/v1/openapi.json",
+            "/v1/auth/config",
         }
         assert (await app.client.get("/metrics", headers=app.admin)).status_code == 404
 
