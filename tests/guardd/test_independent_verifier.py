@@ -61,6 +61,9 @@ def logged(api: Api) -> Agent:
     ok(agent.client.post(url, json={"status": "failure", "detail": "timeout"}))
     ok(api.admin.post(f"{agent.path}/scars", json={"severity": "minor", "reason": "r"}))
     ok(api.admin.put(f"{agent.path}/policy", json=POLICY | {"budget": 11}))
+    ok(api.admin.put(f"{agent.path}/shadow", json=POLICY | {"budget": 1}))
+    ok(agent.act("search"))  # decided beside the shadow, which would deny it
+    ok(api.admin.request("DELETE", f"{agent.path}/shadow"))
     headers = {"Idempotency-Key": "idem-1"}
     ok(agent.client.post(f"{agent.path}/actions", json={"tool": "search"}, headers=headers))
     held = ok(agent.act("deploy"))["action_id"]  # two approvals required: one given

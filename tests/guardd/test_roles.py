@@ -108,6 +108,7 @@ def _path(path: str, callers: Callers) -> str:
         "action_id": "act-999999",
         "grant_id": "grt-999999",
         "token_id": "opt-999999",
+        "policy_name": "no-such-policy",
     }
     return re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
 

@@ -40,6 +40,7 @@ TOKEN_AGENT = "the token's agent"  # no agent in the path; agent tokens only
 GHOST = "ghost-agent"  # never created
 BYSTANDER = "bystander"
 SHARED = "owner-shared"  # the agent of every case that must fail
+FLEET = "fleet"  # the named policy the matrix stores first
 
 NO_TOKEN = "none"
 GARBAGE = "garbage"
@@ -67,6 +68,7 @@ class Route:
             .replace("<name>", "app.js")
             .replace("<grant_id>", "grt-1")
             .replace("<token_id>", "tok-never-issued")
+            .replace("<policy_name>", FLEET)
         )
 
 
@@ -75,6 +77,7 @@ ROUTES = [
     Route("GET", "/readyz", PUBLIC),
     Route("GET", "/v1/public-key", PUBLIC),
     Route("GET", "/v1/openapi.json", PUBLIC),
+    Route("GET", "/v1/auth/config", PUBLIC, success=404),  # no single sign-on configured
     Route("GET", "/", PUBLIC),
     Route("GET", "/console/<name>", PUBLIC),
     Route("GET", "/metrics", ADMIN_ONLY),
@@ -117,6 +120,15 @@ ROUTES = [
     Route("POST", "/v1/agents/<agent_id>/grants/<grant_id>/revoke", ADMIN_ONLY, {"by": "op"}),
     Route("POST", "/v1/agents/<agent_id>/scars", ADMIN_ONLY, {"severity": "minor", "reason": "r"}),
     Route("POST", "/v1/agents/<agent_id>/terminate", ADMIN_ONLY, {"reason": "r", "by": "op"}),
+    # The matrix's agents have no shadow policy: reading or clearing one is 404.
+    Route("PUT", "/v1/agents/<agent_id>/shadow", ADMIN_ONLY, policy()),
+    Route("GET", "/v1/agents/<agent_id>/shadow", ADMIN_ONLY, success=404),
+    Route("DELETE", "/v1/agents/<agent_id>/shadow", ADMIN_ONLY, success=404),
+    # In this order: the admin's DELETE removes the policy the others read.
+    Route("GET", "/v1/policies", ADMIN_ONLY),
+    Route("PUT", "/v1/policies/<policy_name>", ADMIN_ONLY, policy()),
+    Route("GET", "/v1/policies/<policy_name>", ADMIN_ONLY),
+    Route("DELETE", "/v1/policies/<policy_name>", ADMIN_ONLY),
     Route("GET", "/v1/agents/<agent_id>/log", ADMIN_ONLY),
     Route("GET", "/v1/agents/<agent_id>/verify", ADMIN_ONLY),
     Route("GET", "/v1/me", ADMIN_ONLY),
@@ -135,7 +147,7 @@ ROUTES = [
 def expected_on_existing_agent(route: Route, caller: str) -> int:
     """The status for ``caller`` on ``route`` of an agent that exists."""
     if route.access == PUBLIC:
-        return 200
+        return route.success
     if caller in (NO_TOKEN, GARBAGE, FOREIGN_KEY):
         return 401
     if route.access == TOKEN_AGENT:

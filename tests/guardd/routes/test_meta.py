@@ -26,8 +26,8 @@ async def test_service_routes(tmp_path: Path) -> None:
             "/healthz",
             "/readyz",
             "/v1/public-key",
-            "/v1/auth/config",
             "/v1/openapi.json",
+            "/v1/auth/config",
         }
         assert (await app.client.get("/metrics", headers=app.admin)).status_code == 404
 
