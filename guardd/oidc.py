@@ -46,7 +46,6 @@ from guardd.errors import ApiError, Unauthorized
 
 log = logging.getLogger("guardd")
 
-# Lowest first: a role implies every role before it.
 DEFAULT_ROLES_CLAIM = "groups"
 DEFAULT_SCOPES = ("openid", "email", "profile")
 # The issuer's own algorithms: RSA, RSA-PSS, ECDSA and EdDSA. Never "none",
