@@ -208,6 +208,13 @@ def _seed(server: GuardServer) -> str:
     return tokens[OWN_AGENT]
 
 
+def _approver_token(server: GuardServer) -> str:
+    with server.client(server.admin_token) as admin:
+        issued = admin.post("/v1/operators/tokens", json={"name": "fuzz", "role": "approver"})
+        assert issued.status_code == 201, issued.text
+        return issued.json()["token"]  # type: ignore[no-any-return]
+
+
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GuardServer]:
     server = GuardServer(tmp_path_factory.mktemp("schemathesis") / "guard-data").start()
@@ -227,6 +234,9 @@ def test_generated_requests_conform_to_the_document(fuzz_server: GuardServer) ->
         fuzz.run(admin, agent_id=ADMIN_AGENT, round_money=True, max_examples=100)
         fuzz.run(fuzz.agent_token, agent_id=OWN_AGENT, round_money=True, max_examples=80)
         fuzz.run(admin, agent_id=SPARE_AGENT, mode=GenerationMode.NEGATIVE, max_examples=50)
+        # An approver's token needs no approver name in the body (the admin
+        # token does): its approvals and rejections reach the held actions.
+        fuzz.run(_approver_token(fuzz_server), agent_id=ADMIN_AGENT, max_examples=60)
     finally:
         fuzz.close()
     elapsed = time.monotonic() - started
