@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -322,6 +322,26 @@ def wrk_path() -> str:
     return found
 
 
+def quietest_round(
+    measure: Callable[[], Round], retries: int, report: Any, label: str = ""
+) -> Round:
+    """A round measured by ``measure``, again (after the machine quiets) up to
+    ``retries`` times while the rest of the machine was busy; the quietest."""
+    result: Round | None = None
+    for attempt in range(retries + 1):
+        if attempt:
+            wait_quiet(60.0)
+        this = measure()
+        if result is None or this.others_cpu < result.others_cpu:
+            result = this
+        if this.others_cpu <= BUSY_CORES:
+            break
+        if attempt < retries:
+            report(f"{label}{format_round(this)}  (busy machine: measured again)")
+    assert result is not None
+    return result
+
+
 def run_wrk(
     server: Server,
     workload: str,
@@ -482,19 +502,17 @@ class HttpBench:
     def _round(self, server: Server, workload: str, concurrency: int, report: Any) -> Round:
         """One round; measured again (keeping the quietest) while the rest of
         the machine was busy."""
-        result: Round | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                wait_quiet(60.0)
-            data_file = self._data_file(server, workload, concurrency)
-            this = run_wrk(server, workload, concurrency, self.duration, data_file)
-            if result is None or this.others_cpu < result.others_cpu:
-                result = this
-            if this.others_cpu <= BUSY_CORES:
-                break
-            if attempt < self.retries:
-                report(f"{format_round(this)}  (busy machine: measured again)")
-        assert result is not None
+        result = quietest_round(
+            lambda: run_wrk(
+                server,
+                workload,
+                concurrency,
+                self.duration,
+                self._data_file(server, workload, concurrency),
+            ),
+            self.retries,
+            report,
+        )
         if workload == "decide" and server is self.guardd:
             self.rps_seen[("decide", concurrency)] = result.rps
         if server is self.floor:
@@ -625,19 +643,12 @@ class MetricsCost:
         return response.text
 
     def _round(self, server: Server, report: Any) -> Round:
-        result: Round | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                wait_quiet(60.0)
-            data_file = self.data_files[server.name]
-            this = run_wrk(server, "decide", self.concurrency, self.duration, data_file)
-            if result is None or this.others_cpu < result.others_cpu:
-                result = this
-            if this.others_cpu <= BUSY_CORES:
-                break
-            if attempt < self.retries:
-                report(f"{format_round(this)}  (busy machine: measured again)")
-        assert result is not None
+        data_file = self.data_files[server.name]
+        result = quietest_round(
+            lambda: run_wrk(server, "decide", self.concurrency, self.duration, data_file),
+            self.retries,
+            report,
+        )
         if server is self.on:
             self.scrape()  # once a round, as Prometheus scrapes every few seconds
         return result

@@ -31,13 +31,12 @@ from bench.http_bench import (
     POLICY,
     Pair,
     Round,
-    Server,
     admin_token,
     create_agents,
     format_round,
     guardd_server,
+    quietest_round,
     run_wrk,
-    wait_quiet,
     write_wrk_data,
     wrk_path,
 )
@@ -99,20 +98,13 @@ class RulesCost:
         self.server.stop()
 
     def _round(self, side: str, report: Any) -> Round:
-        result: Round | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                wait_quiet(60.0)
-            server: Server = self.server
-            this = run_wrk(server, "decide", self.concurrency, self.duration, self.data_files[side])
-            if result is None or this.others_cpu < result.others_cpu:
-                result = this
-            if this.others_cpu <= BUSY_CORES:
-                break
-            if attempt < self.retries:
-                report(f"{side}: {format_round(this)}  (busy machine: measured again)")
-        assert result is not None
-        return result
+        data_file = self.data_files[side]
+        return quietest_round(
+            lambda: run_wrk(self.server, "decide", self.concurrency, self.duration, data_file),
+            self.retries,
+            report,
+            label=f"{side}: ",
+        )
 
     def run(self, report: Any = print) -> Pair:
         """The rounds; the Pair's "floor" side is the plain policy, "guardd" the rules."""

@@ -35,8 +35,8 @@ from bench.http_bench import (
     format_round,
     free_port,
     guardd_server,
+    quietest_round,
     run_wrk,
-    wait_quiet,
     write_wrk_data,
     wrk_path,
 )
@@ -104,21 +104,12 @@ class TracingCost:
         return counts
 
     def _round(self, server: Server, report: Any) -> Round:
-        result: Round | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                wait_quiet(60.0)
-            this = run_wrk(
-                server, "decide", CONCURRENCY, self.duration, self.data_files[server.name]
-            )
-            if result is None or this.others_cpu < result.others_cpu:
-                result = this
-            if this.others_cpu <= BUSY_CORES:
-                break
-            if attempt < self.retries:
-                report(f"{format_round(this)}  (busy machine: measured again)")
-        assert result is not None
-        return result
+        data_file = self.data_files[server.name]
+        return quietest_round(
+            lambda: run_wrk(server, "decide", CONCURRENCY, self.duration, data_file),
+            self.retries,
+            report,
+        )
 
     def run(self, report: Any = print) -> tuple[Pair, int]:
         """The rounds, as a Pair whose "floor" side is tracing off and
