@@ -218,6 +218,6 @@ def test_the_break_glass_admin_token_still_opens_the_console_beside_single_sign_
     expect(console.testid("sso-signin")).to_be_visible()
     console.sign_in()
     expect(console.agent("mailer")).to_be_visible()
-    expect(console.testid("signed-in")).to_be_hidden()
+    expect(console.testid("signed-in-via")).to_have_text("via the admin token (break-glass)")
     expect(console.testid("operator-name")).to_be_editable()
     expect(console.testid("sign-out")).to_have_text("Forget token")
