@@ -86,7 +86,9 @@ def test_an_operator_token_is_offered_only_what_its_role_allows(
     expect_offers(console, decide=decide, terminate=terminate)
 
 
-def test_an_approver_token_approves_under_its_own_name_and_id(console: Console) -> None:
+def test_an_approver_token_approves_under_its_own_name_and_id_and_the_history_says_so(
+    console: Console,
+) -> None:
     server = console.server
     held_action(server)
     console.open().sign_in(operator_token(server, "approver-bot", "approver"))
@@ -100,6 +102,12 @@ def test_an_approver_token_approves_under_its_own_name_and_id(console: Console) 
     assert (allowed["approved_by"], allowed["by_id"]) == (
         "approver-bot",
         f"token:{issued['token_id']}",
+    )
+    # The agent's history says who decided, and how they authenticated.
+    console.page.goto(f"{server.url}/#/agents/mailer")
+    history = console.page.locator('[data-testid="history-item"][data-action-id="act-1"]')
+    expect(history.get_by_test_id("history-by")).to_have_text(
+        f"approver-bot (operator token {issued['token_id']})"
     )
 
 

@@ -10,6 +10,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -614,6 +615,25 @@ def test_a_token_revoked_on_one_node_is_refused_by_the_other_within_a_second(
     assert_error(here.get("/v1/me"), 401, "unauthorized")
     listed = ok(nodes.one.admin.get("/v1/operators/tokens"))["tokens"]
     assert [t["status"] for t in listed] == ["revoked"]
+
+
+def test_a_token_past_its_expiry_is_refused_by_every_node(nodes: Nodes) -> None:
+    body = {"name": "brief", "role": "viewer", "ttl_secs": 2}
+    issued = ok(nodes.one.admin.post("/v1/operators/tokens", json=body), 201)
+    there = nodes.two.client(issued["token"])
+    for _ in range(40):  # bounded: the other node reads the operators log twice a second
+        if there.get("/v1/me").status_code == 200:
+            break
+        time.sleep(0.05)
+    assert ok(there.get("/v1/me"))["name"] == "brief"  # known on both, still live
+    expires = datetime.fromisoformat(issued["expires_at"].replace("Z", "+00:00"))
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.1)
+    # Each node compares the expiry the log records with its clock: no record
+    # has to travel, so both refuse it at once.
+    for api in (nodes.one, nodes.two):
+        assert_error(api.client(issued["token"]).get("/v1/me"), 401, "unauthorized")
+        listed = ok(api.admin.get("/v1/operators/tokens"))["tokens"]
+        assert [t["status"] for t in listed] == ["expired"]
 
 
 def test_tokens_issued_on_two_nodes_make_one_operators_log_that_audit_verifies(
