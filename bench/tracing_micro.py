@@ -12,6 +12,7 @@ calling thread's time goes (cProfile, top 25 by own time).
 
     python -m bench.tracing_micro                  # 20 000 decisions, 5 repeats
     python -m bench.tracing_micro -n 5000 --profile
+    python -m bench.tracing_micro --sdk-encoder    # the SDK's exporter, to compare
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import httpx
 from werkzeug.datastructures import Headers
 
 from bench.http_bench import free_port
+from guardd.tracing import REMEMBERED, Tracer, start_tracing
 
 
 def _sink(port: int) -> subprocess.Popen[bytes]:
@@ -68,7 +70,22 @@ def _decisions(n: int, start: int) -> list[tuple[str, str, dict[str, object]]]:
     return out
 
 
-def run(n: int, repeats: int, profile: bool) -> None:
+def _sdk_exported() -> Tracer:
+    """The tracer as start_tracing builds it, but with the SDK's own OTLP
+    exporter (and its encoder) in place of guardd.tracing_wire's."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from guardd.tracing import _resource
+
+    exporter = OTLPSpanExporter()
+    provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return Tracer(provider, exporter=exporter)
+
+
+def run(n: int, repeats: int, profile: bool, sdk_encoder: bool) -> None:
     port = free_port()
     sink = _sink(port)
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
@@ -76,9 +93,7 @@ def run(n: int, repeats: int, profile: bool) -> None:
     # A loop makes spans faster than requests come: a queue that holds them
     # all, so that each is exported and its cost counted, not dropped.
     os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "1000000")
-    from guardd.tracing import REMEMBERED, start_tracing
-
-    tracer = start_tracing()
+    tracer = _sdk_exported() if sdk_encoder else start_tracing()
     headers = Headers({"Authorization": "Bearer x", "Content-Type": "application/json"})
     tool_input = {"query": "weather in Lyon"}
     try:
@@ -147,8 +162,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", type=int, default=20000, help="decisions per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="cProfile the calls once more")
+    parser.add_argument(
+        "--sdk-encoder",
+        action="store_true",
+        help="export with the SDK's OTLP exporter and encoder, to compare",
+    )
     args = parser.parse_args(argv)
-    run(args.n, args.repeats, args.profile)
+    run(args.n, args.repeats, args.profile, args.sdk_encoder)
 
 
 if __name__ == "__main__":

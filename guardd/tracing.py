@@ -284,9 +284,9 @@ def start_tracing(*, record_input: bool = False) -> Tracer:
     variables configure it; its sampler too (``OTEL_TRACES_SAMPLER``,
     parent-based always-on by default)."""
     # Imported here: it brings in an HTTP client that nothing else needs.
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from guardd.tracing_wire import Exporter
 
-    exporter = OTLPSpanExporter()
+    exporter = Exporter()
     # guardd stops it itself (Tracer.shutdown), within a bound; not at exit.
     provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(exporter))

@@ -79,6 +79,7 @@ class OtlpReceiver:
         self.spans: list[Span] = []
         self.posts = 0
         self.refused: list[str] = []  # why a POST was answered 400
+        self.unavailable = 0  # POSTs still to answer 503, as a backend starting up
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -103,6 +104,14 @@ class OtlpReceiver:
                     with receiver._lock:
                         receiver.refused.append(why)
                     self.send_response(400)
+                    self.end_headers()
+                    return
+                with receiver._lock:
+                    busy = receiver.unavailable > 0
+                    receiver.unavailable -= busy
+                if busy:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 request = ExportTraceServiceRequest()
