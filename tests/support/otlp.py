@@ -80,6 +80,7 @@ class OtlpReceiver:
         self.posts = 0
         self.refused: list[str] = []  # why a POST was answered 400
         self.unavailable = 0  # POSTs still to answer 503, as a backend starting up
+        self.encodings: list[str | None] = []  # each POST's Content-Encoding
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -93,6 +94,8 @@ class OtlpReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver._lock:
+                    receiver.encodings.append(self.headers.get("Content-Encoding"))
                 if self.headers.get("Content-Encoding") == "gzip":
                     raw = gzip.decompress(raw)
                 why = None
