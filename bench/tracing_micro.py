@@ -4,11 +4,13 @@ spans sent to a local receiver (``bench/otlp_sink.py``, its own process).
 
 It times N ``Tracer.decision`` calls as a route makes them (a reply dict, the
 request's headers without a ``traceparent``), then waits until every span is
-exported, and prints per decision: the wall time of the call on the calling
-thread and its CPU time (what the event loop pays), and the CPU time of the whole process over
-the run and flush (the export thread's encoding and HTTP included: under the
-GIL that is taken from the event loop too). ``--profile`` prints where the
-calling thread's time goes (cProfile, top 25 by own time).
+exported, and prints per decision: the CPU and wall time of the calls on the
+calling thread (what the event loop pays), and the CPU time of the whole
+process over the calls and the flush (the export thread's encoding and POSTs
+included: under the GIL, that is taken from the event loop too). Figures
+from a busy machine swing widely: compare medians of runs alternated.
+``--profile`` prints where the calling thread's time goes (cProfile, top 25
+by own time).
 
     python -m bench.tracing_micro                  # 20 000 decisions, 5 repeats
     python -m bench.tracing_micro -n 5000 --profile
