@@ -17,12 +17,16 @@ common.proto and resource.proto.
 compression) sending those bytes, retrying as the SDK's does: a refused
 connection or an answer 429, 502, 503 or 504, again after 1, 2, 4... seconds
 (give or take a fifth), up to 6 tries within its timeout, and none once it
-is stopped.
+is stopped. It uses members of the SDK's exporter that are not its public
+API (``_export(data, timeout)``, ``_timeout``, ``_shutdown``,
+``_shutdown_in_progress``): with an SDK whose exporter lacks them, it leaves
+the export to the SDK's own method, slower but right.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import random
 import struct
@@ -258,7 +262,23 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes:
 class Exporter(OTLPSpanExporter):
     """The SDK's OTLP/HTTP exporter, encoding with ``encode``."""
 
+    def __init__(self, endpoint: str | None = None) -> None:
+        super().__init__(endpoint)
+        self.encodes = self._fits()
+
+    def _fits(self) -> bool:
+        """Whether the SDK's exporter has what ``export`` uses of it."""
+        try:
+            parameters = inspect.signature(self._export).parameters
+        except (AttributeError, TypeError, ValueError):
+            return False
+        return len(parameters) >= 2 and all(
+            hasattr(self, name) for name in ("_timeout", "_shutdown", "_shutdown_in_progress")
+        )
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if not self.encodes:
+            return super().export(spans)
         if self._shutdown:
             return SpanExportResult.FAILURE
         data = encode(spans)

@@ -153,9 +153,12 @@ def receiver() -> Iterator[OtlpReceiver]:
         receiver.stop()
 
 
-def test_the_exporter_sends_the_spans_to_the_backend(receiver: OtlpReceiver) -> None:
+@pytest.mark.parametrize("encodes", [True, False], ids=["by-hand", "sdk-fallback"])
+def test_the_exporter_sends_the_spans_to_the_backend(receiver: OtlpReceiver, encodes: bool) -> None:
     spans = guardd_spans(False)
     exporter = Exporter(endpoint=f"{receiver.url}/v1/traces")
+    assert exporter.encodes  # the installed SDK has what it uses
+    exporter.encodes = encodes  # False: as with an SDK that lacks it
     try:
         assert exporter.export(spans) is SpanExportResult.SUCCESS
     finally:
