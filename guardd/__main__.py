@@ -105,6 +105,7 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         snapshot_records=settings.snapshot_records,
         snapshot_secs=settings.snapshot_secs,
         idempotency_retention=settings.idempotency_retention,
+        recent_actions=settings.recent_actions,
         render=views.BY_COMMAND,
     )
     summary = registry.load()

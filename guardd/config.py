@@ -28,6 +28,8 @@ DEFAULT_SNAPSHOT_RECORDS = 10_000
 DEFAULT_SNAPSHOT_SECS = 300
 # Seconds an Idempotency-Key is kept: reused later, it is a new request.
 DEFAULT_IDEMPOTENCY_RETENTION = 86_400
+# The latest actions of an agent whose Idempotency-Keys stay as they came.
+DEFAULT_RECENT_ACTIONS = 1_000
 LOG_FORMATS = ("text", "json")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
@@ -64,6 +66,8 @@ class Settings:
     snapshot_secs: float = DEFAULT_SNAPSHOT_SECS  # --snapshot-secs, GUARD_SNAPSHOT_SECS
     # --idempotency-retention, GUARD_IDEMPOTENCY_RETENTION
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+    # --recent-actions, GUARD_RECENT_ACTIONS
+    recent_actions: int = DEFAULT_RECENT_ACTIONS
     # --oidc-issuer and its companions: people sign in with the issuer's tokens
     oidc: OidcConfig | None = None
 
@@ -194,6 +198,16 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         str(DEFAULT_IDEMPOTENCY_RETENTION),
         "seconds an Idempotency-Key is kept; reused later, it is a new request",
         metavar="SECONDS",
+    )
+    _option(
+        parser,
+        "--recent-actions",
+        env,
+        "GUARD_RECENT_ACTIONS",
+        str(DEFAULT_RECENT_ACTIONS),
+        "how many of each agent's latest actions keep their Idempotency-Keys as they"
+        " came; older keys inside the retention are kept compactly",
+        metavar="N",
     )
     parser.add_argument(
         "--no-metrics",
@@ -393,6 +407,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     snapshot_records = int(positive_number(args.snapshot_records, "--snapshot-records", whole=True))
     snapshot_secs = positive_number(args.snapshot_secs, "--snapshot-secs")
     retention = positive_number(args.idempotency_retention, "--idempotency-retention")
+    recent_actions = int(positive_number(args.recent_actions, "--recent-actions", whole=True))
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
@@ -453,6 +468,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         snapshot_records=snapshot_records,
         snapshot_secs=snapshot_secs,
         idempotency_retention=retention,
+        recent_actions=recent_actions,
         oidc=oidc,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )

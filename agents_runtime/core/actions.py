@@ -117,9 +117,14 @@ class ReportOutcome(Command):
 # -- a request --------------------------------------------------------------------------
 
 
-def _same_request(state: AgentState, n: int, cmd: RequestAction, lines: Lines) -> bool:
+def _first_request(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
+    """The action_requested record of action ``n`` (``lines`` holds
+    ``first_decision_reads``)."""
     held = state.held.get(f"act-{n}")
-    requested = held.request if held is not None else parse_line(lines, state.action_seqs[n - 1])
+    return held.request if held is not None else parse_line(lines, state.action_seqs[n - 1])
+
+
+def _same_request(requested: dict[str, Any], cmd: RequestAction) -> bool:
     first = {
         "tool": requested["tool"],
         "input": requested["input"],
@@ -155,11 +160,15 @@ def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lin
             raise AgentUnavailable(
                 f"act-{earlier} was cut short by a crash and guardd cannot decide it now"
             )
-        if not _same_request(state, earlier, cmd, lines):
-            raise IdempotencyConflict(
-                f"Idempotency-Key was first used for act-{earlier} with a different body"
-            )
-        return first_decision(state, earlier, lines)
+        first = _first_request(state, earlier, lines)
+        # An older key is found by its digest: another key with the same
+        # digest is no repeat (agents_runtime/core/idempotency.py).
+        if first.get("idempotency_key") == cmd.idempotency_key:
+            if not _same_request(first, cmd):
+                raise IdempotencyConflict(
+                    f"Idempotency-Key was first used for act-{earlier} with a different body"
+                )
+            return first_decision(state, earlier, lines)
     action_id = state.next_action_id
     verdict = decide(state, cmd.tool, cmd.cost, now, cmd.input)
     verdict, grant = _draw(state, verdict, cmd.tool, cmd.input, now)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agents_runtime.core.answers import Allowed, Decided, Denied, Pending
+from agents_runtime.core.idempotency import KeyRun, add_run, find_in_runs, key_digest
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.vocabulary import ActionStatus, Outcome
 from agents_runtime.errors import LogReadError, UnknownAction
@@ -64,6 +65,11 @@ def note_ts(ts: str, value: float) -> None:
 # Seconds an Idempotency-Key is kept (guardd's --idempotency-retention), as
 # payment APIs keep theirs: a day.
 DEFAULT_IDEMPOTENCY_RETENTION = 86_400.0
+
+# How many of an agent's latest actions keep their per-action data as it
+# came (guardd's --recent-actions): the keys of older requests still inside
+# the retention are kept compactly (agents_runtime/core/idempotency.py).
+DEFAULT_RECENT_ACTIONS = 1_000
 
 # Field metadata: the field's values are entries of the named field of the
 # same state (the same objects, by key), not objects of their own.
@@ -226,8 +232,12 @@ class AgentState:
     # that request in seconds), oldest first. A key is kept for
     # ``idempotency_retention`` seconds: reused later it is a new request,
     # and the fold of each request with a key drops the keys past it.
+    # Past 2 x ``recent_actions`` keys, the oldest ``recent_actions`` move
+    # to ``old_keys`` (runs sorted by digest, oldest first).
     idempotency: dict[str, tuple[int, float]] = attrs.field(factory=dict)
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
+    old_keys: list[KeyRun] = attrs.field(factory=list)
+    recent_actions: int = DEFAULT_RECENT_ACTIONS
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = NO_GRANTS
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
@@ -276,6 +286,8 @@ def keyed_action(state: AgentState, key: str, now: float) -> int | None:
     """The number of the action Idempotency-Key ``key`` asked for, if it
     was used at most ``idempotency_retention`` seconds before ``now``."""
     entry = state.idempotency.get(key)
+    if entry is None and state.old_keys:
+        entry = find_in_runs(state.old_keys, key_digest(key))
     if entry is None or now - entry[1] > state.idempotency_retention:
         return None
     return entry[0]
@@ -297,6 +309,37 @@ def keep_key(state: AgentState, key: str, n: int, at: float) -> None:
         for old in expired:
             del keys[old]
     keys[key] = (n, at)
+    recent = state.recent_actions
+    if len(keys) > 2 * recent:
+        _compact_keys(state, recent, at - retention)
+
+
+def keep_recent(state: AgentState, recent_actions: int) -> None:
+    """Keep the keys of the latest ``recent_actions`` requests as they came,
+    and the older ones compactly, from now on: a state folded under another
+    setting (at startup, before the runtime gives it its own) is compacted
+    at once. Shapes memory only, never an answer."""
+    state.recent_actions = recent_actions
+    keys = state.idempotency
+    if len(keys) > 2 * recent_actions:
+        newest = next(reversed(keys.values()))[1]
+        _compact_keys(state, len(keys) - recent_actions, newest - state.idempotency_retention)
+
+
+def _compact_keys(state: AgentState, count: int, since: float) -> None:
+    """Move the oldest ``count`` keys of the dict into the runs (those past
+    ``since`` dropped): once every ``count`` keyed requests, so cheap per
+    request, and at the same records live and at replay."""
+    keys = state.idempotency
+    moved: list[tuple[str, int, float]] = []
+    for key, (n, then) in keys.items():
+        if len(moved) == count:
+            break
+        moved.append((key, n, then))
+    for key, _, _ in moved:
+        del keys[key]
+    entries = [(key_digest(key), n, then) for key, n, then in moved]
+    state.old_keys = add_run(state.old_keys, entries, since)
 
 
 def action_number(state: AgentState, action_id: str) -> int | None:

@@ -56,6 +56,7 @@ from agents_runtime.core.state import (
     AgentState,
     Lines,
     action_number,
+    keep_recent,
     next_deadline,
     note_ts,
     parse_ts,
@@ -463,6 +464,7 @@ class AgentActor:
             idempotency_retention=self.state.idempotency_retention,
         )
         if loaded.state is not None:
+            keep_recent(loaded.state, self.state.recent_actions)
             self.state = loaded.state
         return self.fenced
 
@@ -496,6 +498,7 @@ class AgentActor:
         # ``upto`` unchanged (and says how it does not).
         state = await asyncio.to_thread(self._from_snapshot, upto)
         if state is not None:
+            keep_recent(state, self.state.recent_actions)
             self.state = state
             self.committed = upto
             self._deadline = next_deadline(state)
@@ -505,6 +508,7 @@ class AgentActor:
         if loaded.state is None:
             assert loaded.failure is not None
             return loaded.failure
+        keep_recent(loaded.state, self.state.recent_actions)
         self.state = loaded.state
         self.committed = Committed(loaded.state.head, contents.valid_length)
         self._deadline = next_deadline(self.state)

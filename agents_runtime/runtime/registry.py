@@ -50,7 +50,12 @@ from agents_runtime.core.entries import signed_by
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
 from agents_runtime.core.snapshot import SCHEMA, state_json
-from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState
+from agents_runtime.core.state import (
+    DEFAULT_IDEMPOTENCY_RETENTION,
+    DEFAULT_RECENT_ACTIONS,
+    AgentState,
+    keep_recent,
+)
 from agents_runtime.errors import (
     AgentExists,
     AgentUnavailable,
@@ -137,11 +142,16 @@ class Registry:
         snapshot_records: int = SNAPSHOT_RECORDS,
         snapshot_secs: float = SNAPSHOT_SECS,
         idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
+        recent_actions: int = DEFAULT_RECENT_ACTIONS,
         render: Renders = UNRENDERED,
     ) -> None:
         self.store = store
         # Seconds an Idempotency-Key is kept (agents_runtime/core/state.py).
         self.idempotency_retention = idempotency_retention
+        # How many latest actions of an agent keep their keys as they came
+        # (agents_runtime/core/idempotency.py): set on each state an actor
+        # takes; it shapes memory only, never an answer.
+        self.recent_actions = recent_actions
         self.snapshot_records = snapshot_records
         self.snapshot_secs = snapshot_secs
         # Each command's renderer, handed to every actor (actor.py): guardd
@@ -337,6 +347,7 @@ class Registry:
         return True
 
     def _actor(self, state: AgentState, agent_log: AgentLog) -> AgentActor:
+        keep_recent(state, self.recent_actions)
         actor = AgentActor(
             state,
             log=agent_log,

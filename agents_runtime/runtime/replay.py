@@ -18,7 +18,12 @@ import attrs
 
 from agents_runtime.core.records import apply
 from agents_runtime.core.snapshot import SCHEMA, state_from_json
-from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState
+from agents_runtime.core.state import (
+    DEFAULT_IDEMPOTENCY_RETENTION,
+    DEFAULT_RECENT_ACTIONS,
+    AgentState,
+    keep_recent,
+)
 from agents_runtime.errors import LogReadError, VerificationError
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.snapshot import Snapshot, SnapshotError, open_snapshot
@@ -51,12 +56,15 @@ def replay(
     checkpoint: Checkpoint | None = None,
     snapshot: Snapshot | None = None,
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
+    recent_actions: int = DEFAULT_RECENT_ACTIONS,
 ) -> Loaded:
     """Verify and fold ``contents``. ``signer`` (the key's holder) makes
     checking signatures cheaper; the log must reach ``checkpoint`` unchanged.
     ``snapshot`` (verified for this agent under ``public_key``) spares the
     fold of the records up to it when the log agrees with it.
-    ``idempotency_retention``: seconds an Idempotency-Key is kept."""
+    ``idempotency_retention``: seconds an Idempotency-Key is kept;
+    ``recent_actions``: the latest actions whose keys are kept as they came
+    (memory only: the registry gives the state its own setting)."""
     start: AgentState | None = None
     problem = None
     if snapshot is not None:
@@ -65,7 +73,9 @@ def replay(
     verifier = ChainVerifier(
         public_key=public_key, log_id=agent_id, signer=signer, checkpoint=checkpoint
     )
-    state = AgentState(agent_id, idempotency_retention=idempotency_retention)
+    state = AgentState(
+        agent_id, idempotency_retention=idempotency_retention, recent_actions=recent_actions
+    )
     feed = verifier.feed
     try:
         if start is not None:
@@ -83,10 +93,12 @@ def replay(
                     signer=signer,
                     checkpoint=checkpoint,
                     idempotency_retention=idempotency_retention,
+                    recent_actions=recent_actions,
                 )
                 problem = f"it is of seq {at}, and the log {shown}"
                 return attrs.evolve(loaded, snapshot_problem=problem)
             state = start
+            keep_recent(state, recent_actions)
             lines = lines[at + 1 :]
         for line in lines:
             apply(state, feed(line))

@@ -14,12 +14,14 @@ from typing import Any
 import nacl.signing
 
 from agents_runtime.core.commands import RequestAction
+from agents_runtime.core.idempotency import key_digest
 from agents_runtime.core.policy import Policy, parse_policy
 from agents_runtime.core.state import (
     DEFAULT_IDEMPOTENCY_RETENTION,
     AgentState,
     action_status,
     first_decision,
+    parse_ts,
 )
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
@@ -176,6 +178,21 @@ def log_lines(path: Path) -> dict[int, bytes]:
     return dict(enumerate(path.read_bytes().splitlines()))
 
 
+def live_keys(state: AgentState) -> dict[str, int]:
+    """The Idempotency-Keys still inside their retention at the state's last
+    record, by digest, and the action each names: what a repeat sees, however
+    the state keeps them (agents_runtime/core/idempotency.py)."""
+    since = parse_ts(state.last_ts) - state.idempotency_retention if state.last_ts else 0.0
+    found: dict[int, tuple[int, float]] = {}
+    for run in state.old_keys:
+        for digest, n, at in zip(run.digests, run.numbers, run.times, strict=True):
+            if digest not in found or at > found[digest][1]:
+                found[digest] = (n, at)
+    for key, (n, at) in state.idempotency.items():
+        found[key_digest(key)] = (n, at)
+    return {f"{d:016x}": n for d, (n, at) in sorted(found.items()) if at >= since}
+
+
 def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
     """Everything observable about an agent, as canonical JSON text; ``lines``
     are its log's (the views quote them)."""
@@ -192,7 +209,7 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
         "tool_calls": state.tool_calls,
         "tag_last_used": {tag: at.isoformat() for tag, at in state.tag_last_used.items()},
         "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
-        "idempotency": {key: n for key, (n, _) in state.idempotency.items()},
+        "idempotency": live_keys(state),
         "terminated_by": state.terminated_by,
         "last_ts": state.last_ts,
     }

@@ -75,9 +75,20 @@ def test_snapshot_settings_from_flags_and_environment() -> None:
     )
 
 
+def test_recent_actions_from_flag_and_environment() -> None:
+    assert parse_settings([], {}).recent_actions == 1_000
+    assert parse_settings(["--recent-actions", "50"], {}).recent_actions == 50
+    assert parse_settings([], {"GUARD_RECENT_ACTIONS": "7"}).recent_actions == 7
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        pytest.param(
+            ["--recent-actions", "0"],
+            "--recent-actions must be a whole number above 0, not '0'",
+            id="recent-zero",
+        ),
         pytest.param(
             ["--snapshot-records", "0"],
             "--snapshot-records must be a whole number above 0, not '0'",

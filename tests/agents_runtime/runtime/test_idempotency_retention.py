@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agents_runtime.core import commands as c
+from agents_runtime.errors import IdempotencyConflict
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
@@ -33,7 +34,9 @@ def _request(key: str) -> c.RequestAction:
 
 
 @asynccontextmanager
-async def _running(make_store: OPEN, root: Path, clock: FakeClock) -> AsyncIterator[Registry]:
+async def _running(
+    make_store: OPEN, root: Path, clock: FakeClock, recent_actions: int = 1000
+) -> AsyncIterator[Registry]:
     write_test_keys(root)
     store = make_store()
     registry = Registry(
@@ -41,6 +44,7 @@ async def _running(make_store: OPEN, root: Path, clock: FakeClock) -> AsyncItera
         load_keys(DataDir(root).keys_dir),
         clock=clock,
         idempotency_retention=RETENTION,
+        recent_actions=recent_actions,
         snapshot_records=1,
         render=views.BY_COMMAND,
     )
@@ -119,6 +123,50 @@ async def test_keys_past_their_retention_leave_memory(make_store: OPEN, tmp_path
         # every key more than one window older than it.
         assert list(state.idempotency) == [f"key-{n}" for n in range(15, 20)]
         assert state.action_count == 20
+
+
+async def test_keys_past_the_recent_actions_are_kept_compactly_and_still_repeat(
+    make_store: OPEN, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    async with _running(make_store, tmp_path, clock, recent_actions=2) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(1000)))
+        ref = registry.ref(AGENT)
+        firsts = []
+        for n in range(10):
+            firsts.append(await ref.ask(_request(f"key-{n}")))
+            clock.advance(1)
+        state = registry.actors[AGENT].state
+        assert len(state.idempotency) <= 4
+        assert sum(len(run) for run in state.old_keys) + len(state.idempotency) == 10
+        # The oldest key, no longer in the dict: a repeat answers as the first time.
+        assert "key-0" not in state.idempotency
+        assert await ref.ask(_request("key-0")) == firsts[0]
+        assert await ref.ask(c.FindAction("key-0")) == "act-1"
+        other_body = c.RequestAction(tool="read", input={"q": 2}, idempotency_key="key-1")
+        with pytest.raises(
+            IdempotencyConflict, match=r"^Idempotency-Key was first used for act-2 "
+        ):
+            await ref.ask(other_body)
+        assert await ref.ask(c.FindAction("never-used")) is None
+        assert state.action_count == 10
+        await registry.save_checkpoints()
+        await registry.save_snapshots()
+    # A restart (from the snapshot, then from genesis) finds the old keys again,
+    # and keeps each one exactly its retention.
+    for _ in range(2):
+        async with _running(make_store, tmp_path, clock, recent_actions=2) as registry:
+            ref = registry.ref(AGENT)
+            assert registry.actors[AGENT].state.old_keys
+            assert await ref.ask(_request("key-3")) == firsts[3]
+        (tmp_path / "snapshots" / f"{AGENT}.snapshot").unlink(missing_ok=True)
+    async with _running(make_store, tmp_path, clock, recent_actions=2) as registry:
+        ref = registry.ref(AGENT)
+        clock.advance(RETENTION - 10 + 4)  # key-4 was asked 10 - 4 s before the loop ended
+        assert await ref.ask(_request("key-4")) == firsts[4]  # exactly its retention: kept
+        assert (await ref.ask(_request("key-2")))["action_id"] == "act-11"  # past it: new
+        clock.advance(0.000001)
+        assert (await ref.ask(_request("key-4")))["action_id"] == "act-12"  # just past: new
 
 
 async def test_audit_replay_takes_the_retention_the_log_was_written_with(tmp_path: Path) -> None:

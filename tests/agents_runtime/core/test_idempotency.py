@@ -1,0 +1,46 @@
+"""Idempotency-Keys past the recent actions: runs sorted by digest, merged
+as a binary counter, dropping what is past the retention."""
+
+from __future__ import annotations
+
+from agents_runtime.core.idempotency import KeyRun, add_run, find_in_runs, key_digest
+
+
+def _batch(first: int, count: int, at: float) -> list[tuple[int, int, float]]:
+    return [(key_digest(f"key-{n}"), n, at) for n in range(first, first + count)]
+
+
+def test_runs_merge_as_a_binary_counter() -> None:
+    runs: list[KeyRun] = []
+    for b in range(7):
+        runs = add_run(runs, _batch(b * 4, 4, float(b)), since=0.0)
+    assert [len(run) for run in runs] == [16, 8, 4]
+    runs = add_run(runs, _batch(28, 4, 7.0), since=0.0)
+    assert [len(run) for run in runs] == [32]
+    assert list(runs[0].digests) == sorted(runs[0].digests)
+    assert find_in_runs(runs, key_digest("key-17")) == (17, 4.0)
+    assert find_in_runs(runs, key_digest("never-used")) is None
+
+
+def test_a_merge_drops_the_entries_past_the_retention_and_keeps_those_at_it() -> None:
+    runs = add_run([], _batch(0, 2, 10.0), since=0.0)
+    runs = add_run(runs, _batch(2, 2, 20.0), since=10.0)  # merged: key-0 and key-1 at exactly 10
+    assert [len(run) for run in runs] == [4]
+    runs = add_run(runs, _batch(4, 8, 30.0), since=10.5)  # merged: the entries at 10 are past
+    assert sorted(runs[0].numbers) == list(range(2, 12))
+    assert find_in_runs(runs, key_digest("key-0")) is None
+
+
+def test_a_run_whose_newest_entry_is_past_the_retention_is_dropped_whole() -> None:
+    runs = add_run([], _batch(0, 8, 10.0), since=0.0)
+    runs = add_run(runs, _batch(8, 2, 50.0), since=20.0)
+    assert [list(run.numbers) for run in runs] == [
+        sorted([8, 9], key=lambda n: key_digest(f"key-{n}"))
+    ]
+
+
+def test_a_key_used_again_is_found_at_its_latest_use() -> None:
+    digest = key_digest("again")
+    runs = add_run([], [(digest, 1, 5.0)], since=0.0)
+    runs = add_run(runs, [(digest, 9, 50.0), (key_digest("other"), 10, 50.0)], since=0.0)
+    assert find_in_runs(runs, digest) == (9, 50.0)
