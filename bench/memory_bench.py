@@ -10,15 +10,26 @@ answers and has been idle for a moment:
   empty   guardd on a fresh data directory (keys only)
   loaded  guardd on the 10,000-agent data directory
 
+With ``--actions N``, one agent instead: one process (the real registry,
+actor and file store, fsync on) asks for N allowed actions on one agent,
+each with an Idempotency-Key of its own (all inside the default one-day
+retention), 256 askers at a time; RSS is read after the first 1,000
+actions (the floor, in the same run) and after all N. The ratio is the
+figure: target <= 2x at N = 1,000,000.
+
     python -m bench.memory_bench
     python -m bench.memory_bench --agents 1000 --records 8
+    python -m bench.memory_bench --actions 100000
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +41,9 @@ from bench.startup_bench import cached_data_dir, fingerprint, unchanged
 
 TARGET_KIB_PER_AGENT = 32
 SETTLE_SECONDS = 2.0
+FLOOR_ACTIONS = 1_000
+TARGET_ACTIONS_RATIO = 2.0
+ASKERS = 256
 
 
 def idle_rss(data_dir: Path, log_dir: Path) -> tuple[int, float]:
@@ -42,6 +56,96 @@ def idle_rss(data_dir: Path, log_dir: Path) -> tuple[int, float]:
         return server.rss_kib(), server.ready_after
     finally:
         server.stop()
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+async def _one_agent(root: Path, actions: int) -> dict[str, Any]:
+    """In the child: RSS after FLOOR_ACTIONS actions and after ``actions``."""
+    from agents_runtime.core import commands as c
+    from agents_runtime.core.policy import parse_policy
+    from agents_runtime.log.files.datadir import DataDir
+    from agents_runtime.log.files.store import FileStore
+    from agents_runtime.runtime.registry import Registry
+    from bench.actor_bench import POLICY
+    from guardd import views
+    from guardd.__main__ import tune_gc
+
+    data_dir = DataDir(root)
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), render=views.BY_COMMAND)
+    registry.load()
+    await registry.start()
+    await registry.create("agent-1", parse_policy(POLICY))
+    tune_gc()
+    ref = registry.ref("agent-1")
+    asked = 0
+
+    async def ask_until(count: int) -> None:
+        nonlocal asked
+
+        async def asker() -> None:
+            nonlocal asked
+            while asked < count:
+                asked += 1
+                key = f"bench-key-{asked:012d}"
+                reply = await ref.ask(c.RequestAction("web_search", {"q": 1}, None, key))
+                assert reply["decision"] == "allowed", reply
+
+        await asyncio.gather(*(asker() for _ in range(ASKERS)))
+
+    await ask_until(FLOOR_ACTIONS)
+    gc.collect()
+    floor = _rss_kib()
+    await ask_until(actions)
+    gc.collect()
+    end = _rss_kib()
+    state = registry.actors["agent-1"].state
+    facts = {
+        "floor_kib": floor,
+        "end_kib": end,
+        "actions": state.action_count,
+        "recent_keys": len(state.idempotency),
+        "keys_in_runs": sum(len(run) for run in state.old_keys),
+        "runs": len(state.old_keys),
+    }
+    await registry.stop()
+    return facts
+
+
+def one_agent(actions: int) -> dict[str, Any]:
+    """RSS of one agent's process after FLOOR_ACTIONS and after ``actions``
+    actions, measured in a fresh child process."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.memory_bench", "--child-actions", str(actions)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    facts: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    ratio = facts["end_kib"] / facts["floor_kib"]
+    verdict = "met" if ratio <= TARGET_ACTIONS_RATIO else "MISSED"
+    print(
+        f"memory_bench: one agent, {facts['actions']:,} actions with Idempotency-Keys"
+        f" ({facts['recent_keys']:,} recent keys, {facts['keys_in_runs']:,} in"
+        f" {facts['runs']} runs)\n"
+        f"\n| actions | RSS after {FLOOR_ACTIONS:,} MiB | RSS after all MiB | ratio | target |\n"
+        f"|---|---|---|---|---|\n"
+        f"| {actions:,} | {facts['floor_kib'] / 1024:.1f} | {facts['end_kib'] / 1024:.1f}"
+        f" | {ratio:.2f}x | <= {TARGET_ACTIONS_RATIO:g}x: {verdict} |"
+    )
+    return {
+        "actions": actions,
+        "floor_rss_mib": round(facts["floor_kib"] / 1024, 1),
+        "end_rss_mib": round(facts["end_kib"] / 1024, 1),
+        "ratio": round(ratio, 3),
+        "target_ratio": TARGET_ACTIONS_RATIO,
+        "pass": ratio <= TARGET_ACTIONS_RATIO,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -57,7 +161,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--records", type=int, default=8, help="records per log (default 8)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument(
+        "--actions",
+        type=int,
+        help=f"measure one agent instead: RSS after {FLOOR_ACTIONS:,} and after this many actions",
+    )
+    parser.add_argument("--child-actions", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args([] if argv is None else argv)
+    if args.child_actions is not None:
+        with tempfile.TemporaryDirectory(prefix="guard-memory-bench-") as tmp:
+            facts = asyncio.run(_one_agent(Path(tmp), args.child_actions))
+        print(json.dumps(facts))
+        return facts
+    if args.actions is not None:
+        if args.actions <= FLOOR_ACTIONS:
+            parser.error(f"--actions must be above {FLOOR_ACTIONS:,}")
+        result = one_agent(args.actions)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return result
 
     root = cached_data_dir(args.agents, args.records)
     disk = sum(p.stat().st_size for p in (root / "agents").iterdir())
