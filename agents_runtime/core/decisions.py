@@ -17,7 +17,13 @@ from typing import Any
 import attrs
 
 from agents_runtime.core.answers import Allowed, Denied, Pending
-from agents_runtime.core.checks import DENY_SCARS, Verdict, decide
+from agents_runtime.core.checks import (
+    DENY_SCARS,
+    TRIM_EVERY,
+    Verdict,
+    decide,
+    trim_allowed_times,
+)
 from agents_runtime.core.entries import (
     BY_TIMER,
     Announce,
@@ -406,7 +412,11 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
     state.remaining -= cost
     state.actions_allowed += 1
     state.tool_calls[tool] = state.tool_calls.get(tool, 0) + 1
-    state.allowed_times.append(parse_ts(r["ts"]))
+    times = state.allowed_times
+    now = parse_ts(r["ts"])
+    times.append(now)
+    if not len(times) % TRIM_EVERY:
+        trim_allowed_times(state, now)
     policy = state.policy
     if policy is not None:
         rule = policy.rule_for(tool)

@@ -10,9 +10,10 @@ About 24 bytes a key instead of some 230 for a key, its tuple, its number
 and its time as Python objects.
 
 Runs merge as a binary counter does (a new run merges with the newest while
-that one is no larger), so an agent holds at most about log2(keys / recent)
-runs and a lookup bisects each. A merge drops the entries already past the
-retention, and a run whose newest entry is past it is dropped whole.
+that one is no larger, up to ``MAX_RUN`` entries), so an agent holds about
+log2(MAX_RUN / recent) runs plus one per ``MAX_RUN`` keys, and a lookup
+bisects each. A merge drops the entries already past the retention, and a
+run whose newest entry is past it is dropped whole.
 
 The digest is BLAKE2b (8 bytes), the same in every process, so a snapshot
 holds the same runs as the fold from genesis. Two keys with one digest are
@@ -22,9 +23,12 @@ must be the one asked with (``actions.request_action``).
 
 from __future__ import annotations
 
+import math
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from hashlib import blake2b
+from heapq import merge
 
 import attrs
 
@@ -32,6 +36,12 @@ import attrs
 def key_digest(key: str) -> int:
     """The 64-bit digest of an Idempotency-Key a run sorts by."""
     return int.from_bytes(blake2b(key.encode(), digest_size=8).digest(), "little")
+
+
+# The largest run a merge makes: a merge runs inside the fold of one
+# request, so this bounds its pause (a few tens of milliseconds); past it,
+# runs of this size pile up oldest first, one more bisection a lookup each.
+MAX_RUN = 1 << 16
 
 
 @attrs.define(slots=True)
@@ -67,23 +77,36 @@ def add_run(
     runs: list[KeyRun], entries: list[tuple[int, int, float]], since: float
 ) -> list[KeyRun]:
     """``runs`` with the ``entries`` (digest, number, time) added as a new
-    run, merged with the newest runs while those are no larger; entries
-    before ``since`` (past the retention) and runs whose newest entry is,
-    dropped."""
+    run, merged with the newest runs while those are no larger (up to
+    MAX_RUN entries); entries before ``since`` (past the retention) and runs
+    whose newest entry is, dropped."""
     kept = [run for run in runs if run.newest >= since]
-    while kept and len(kept[-1]) <= len(entries):
-        run = kept.pop()
-        entries.extend(zip(run.digests, run.numbers, run.times, strict=True))
-    entries = sorted(e for e in entries if e[2] >= since)
-    if entries:
-        run = KeyRun(
-            array("Q", [e[0] for e in entries]),
-            array("q", [e[1] for e in entries]),
-            array("d", [e[2] for e in entries]),
-            max(e[2] for e in entries),
-        )
-        kept.append(run)
+    new = _run(sorted(e for e in entries if e[2] >= since))
+    while kept and len(kept[-1]) <= len(new) and len(kept[-1]) + len(new) <= MAX_RUN:
+        new = _run(merge(_entries(kept.pop()), _entries(new)), since)
+    if len(new):
+        kept.append(new)
     return kept
+
+
+def _entries(run: KeyRun) -> Iterator[tuple[int, int, float]]:
+    return zip(run.digests, run.numbers, run.times, strict=True)
+
+
+def _run(entries: Iterable[tuple[int, int, float]], since: float = -math.inf) -> KeyRun:
+    """A run of ``entries`` (sorted), those before ``since`` left out: built
+    entry by entry, so a merge holds no list of them."""
+    run = KeyRun()
+    digests, numbers, times = run.digests, run.numbers, run.times
+    newest = -math.inf
+    for digest, n, at in entries:
+        if at >= since:
+            digests.append(digest)
+            numbers.append(n)
+            times.append(at)
+            newest = max(newest, at)
+    run.newest = newest if len(digests) else 0.0
+    return run
 
 
 __all__ = ["KeyRun", "add_run", "find_in_runs", "key_digest"]

@@ -3,7 +3,7 @@ as a binary counter, dropping what is past the retention."""
 
 from __future__ import annotations
 
-from agents_runtime.core.idempotency import KeyRun, add_run, find_in_runs, key_digest
+from agents_runtime.core.idempotency import MAX_RUN, KeyRun, add_run, find_in_runs, key_digest
 
 
 def _batch(first: int, count: int, at: float) -> list[tuple[int, int, float]]:
@@ -44,3 +44,13 @@ def test_a_key_used_again_is_found_at_its_latest_use() -> None:
     runs = add_run([], [(digest, 1, 5.0)], since=0.0)
     runs = add_run(runs, [(digest, 9, 50.0), (key_digest("other"), 10, 50.0)], since=0.0)
     assert find_in_runs(runs, digest) == (9, 50.0)
+
+
+def test_merges_stop_at_the_largest_run_and_keep_every_key() -> None:
+    runs: list[KeyRun] = []
+    for b in range(40):
+        runs = add_run(runs, _batch(b * 4096, 4096, float(b)), since=0.0)
+    assert max(len(run) for run in runs) == MAX_RUN
+    assert sum(len(run) for run in runs) == 40 * 4096
+    assert find_in_runs(runs, key_digest("key-5")) == (5, 0.0)
+    assert find_in_runs(runs, key_digest(f"key-{40 * 4096 - 1}")) == (40 * 4096 - 1, 39.0)
