@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents_runtime.errors import LogReadError
-from agents_runtime.log.files.lineindex import LineIndex
+from agents_runtime.log.files.lineindex import STRIDE, LineIndex
 from agents_runtime.log.files.store import FileAgentLog
 from agents_runtime.log.record import Head, seal
 from agents_runtime.log.store import Committed
@@ -90,8 +90,20 @@ def test_the_index_notices_a_file_cut_short_under_it(tmp_path: Path) -> None:
 def test_the_index_grows_past_4_gib() -> None:
     index = LineIndex()
     index._add(10)
+    for _ in range(STRIDE - 1):
+        index._add(20)
     index._add(2**32 + 15)
-    assert len(index) == 2
+    assert len(index) == STRIDE + 1
+
+
+def test_the_index_keeps_one_start_in_a_stride_and_reads_every_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    lines = _lines(3 * STRIDE + 5)
+    path.write_bytes(b"".join(lines))
+    index = LineIndex()
+    seqs = list(range(len(lines)))
+    assert _read(path, index, seqs) == {seq: lines[seq][:-1] for seq in seqs}
+    assert len(index._starts) == 4
 
 
 def test_a_file_log_reads_lines_off_the_event_loop_and_says_when_it_cannot(
