@@ -109,4 +109,74 @@ def _run(entries: Iterable[tuple[int, int, float]], since: float = -math.inf) ->
     return run
 
 
-__all__ = ["KeyRun", "add_run", "find_in_runs", "key_digest"]
+# Bloom filters in front of the runs: a new key (the common case) is found
+# absent by a few bit tests per filter, not by a bisection of every run.
+# Each filter takes the keys moved in a stretch of time, FILTER_BITS_PER_KEY
+# bits a key and three bits set per key (about 0.5 % false positives when
+# full); the first takes FILTER_FIRST keys, each next one four times as many
+# up to FILTER_MOST, and a filter whose newest key is past the retention is
+# dropped whole.
+FILTER_BITS_PER_KEY = 16
+FILTER_FIRST = 1 << 10
+FILTER_MOST = 1 << 18
+
+
+@attrs.define(slots=True)
+class KeyFilter:
+    bits: bytearray
+    capacity: int  # keys it takes before the next filter starts
+    count: int = 0
+    newest: float = 0.0  # the time of its newest key
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def _probes(digest: int, mask: int) -> tuple[int, int, int]:
+    return digest & mask, (digest >> 21) & mask, (digest >> 42) & mask
+
+
+def may_hold(filters: list[KeyFilter], digest: int) -> bool:
+    """False when no key with ``digest`` was added to ``filters``."""
+    for f in filters:
+        bits = f.bits
+        i, j, k = _probes(digest, len(bits) * 8 - 1)
+        if (
+            bits[i >> 3] >> (i & 7) & 1
+            and bits[j >> 3] >> (j & 7) & 1
+            and bits[k >> 3] >> (k & 7) & 1
+        ):
+            return True
+    return False
+
+
+def add_to_filters(
+    filters: list[KeyFilter], entries: list[tuple[int, int, float]], since: float
+) -> list[KeyFilter]:
+    """``filters`` with the digests of ``entries`` (digest, number, time,
+    oldest first) added, a new filter started whenever the newest is full;
+    filters whose newest key is before ``since`` dropped."""
+    kept = [f for f in filters if f.newest >= since]
+    for digest, _, at in entries:
+        if not kept or kept[-1].count >= kept[-1].capacity:
+            last = kept[-1].capacity if kept else 0
+            capacity = min(FILTER_MOST, max(FILTER_FIRST, 4 * last))
+            kept.append(KeyFilter(bytearray(capacity * FILTER_BITS_PER_KEY // 8), capacity))
+        f = kept[-1]
+        bits = f.bits
+        for n in _probes(digest, len(bits) * 8 - 1):
+            bits[n >> 3] |= 1 << (n & 7)
+        f.count += 1
+        f.newest = max(f.newest, at)
+    return kept
+
+
+__all__ = [
+    "KeyFilter",
+    "KeyRun",
+    "add_run",
+    "add_to_filters",
+    "find_in_runs",
+    "key_digest",
+    "may_hold",
+]

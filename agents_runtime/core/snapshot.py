@@ -44,7 +44,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from agents_runtime.core.grants import Grant
-from agents_runtime.core.idempotency import KeyRun
+from agents_runtime.core.idempotency import KeyFilter, KeyRun
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
 from agents_runtime.core.state import NO_GRANTS, NO_TAGS, SAME_AS, AgentState, Shadow
 
@@ -60,6 +60,7 @@ class ArrayOf:
 _converter = cattrs.Converter(forbid_extra_keys=True)
 attrs.resolve_types(Grant)
 attrs.resolve_types(KeyRun, localns={"array": ArrayOf})
+attrs.resolve_types(KeyFilter)
 attrs.resolve_types(Shadow, localns={"Policy": Policy})
 attrs.resolve_types(AgentState, localns={"Grant": Grant, "Policy": Policy, "array": ArrayOf})
 

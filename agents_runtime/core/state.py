@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agents_runtime.core.answers import Allowed, Decided, Denied, Pending
-from agents_runtime.core.idempotency import KeyRun, add_run, find_in_runs, key_digest
+from agents_runtime.core.idempotency import (
+    KeyFilter,
+    KeyRun,
+    add_run,
+    add_to_filters,
+    find_in_runs,
+    key_digest,
+    may_hold,
+)
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.vocabulary import ActionStatus, Outcome
 from agents_runtime.errors import LogReadError, UnknownAction
@@ -237,6 +245,7 @@ class AgentState:
     idempotency: dict[str, tuple[int, float]] = attrs.field(factory=dict)
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
     old_keys: list[KeyRun] = attrs.field(factory=list)
+    key_filters: list[KeyFilter] = attrs.field(factory=list)  # in front of old_keys
     recent_actions: int = DEFAULT_RECENT_ACTIONS
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = NO_GRANTS
@@ -287,7 +296,9 @@ def keyed_action(state: AgentState, key: str, now: float) -> int | None:
     was used at most ``idempotency_retention`` seconds before ``now``."""
     entry = state.idempotency.get(key)
     if entry is None and state.old_keys:
-        entry = find_in_runs(state.old_keys, key_digest(key))
+        digest = key_digest(key)
+        if may_hold(state.key_filters, digest):
+            entry = find_in_runs(state.old_keys, digest)
     if entry is None or now - entry[1] > state.idempotency_retention:
         return None
     return entry[0]
@@ -339,6 +350,7 @@ def _compact_keys(state: AgentState, count: int, since: float) -> None:
     for key, _, _ in moved:
         del keys[key]
     entries = [(key_digest(key), n, then) for key, n, then in moved]
+    state.key_filters = add_to_filters(state.key_filters, entries, since)
     state.old_keys = add_run(state.old_keys, entries, since)
 
 

@@ -3,7 +3,16 @@ as a binary counter, dropping what is past the retention."""
 
 from __future__ import annotations
 
-from agents_runtime.core.idempotency import MAX_RUN, KeyRun, add_run, find_in_runs, key_digest
+from agents_runtime.core.idempotency import (
+    FILTER_FIRST,
+    MAX_RUN,
+    KeyRun,
+    add_run,
+    add_to_filters,
+    find_in_runs,
+    key_digest,
+    may_hold,
+)
 
 
 def _batch(first: int, count: int, at: float) -> list[tuple[int, int, float]]:
@@ -54,3 +63,22 @@ def test_merges_stop_at_the_largest_run_and_keep_every_key() -> None:
     assert sum(len(run) for run in runs) == 40 * 4096
     assert find_in_runs(runs, key_digest("key-5")) == (5, 0.0)
     assert find_in_runs(runs, key_digest(f"key-{40 * 4096 - 1}")) == (40 * 4096 - 1, 39.0)
+
+
+def test_a_filter_holds_every_key_added_and_each_next_one_takes_four_times_as_many() -> None:
+    entries = _batch(0, FILTER_FIRST + 5 * FILTER_FIRST, 1.0)
+    filters = add_to_filters([], entries, since=0.0)
+    assert [f.capacity for f in filters] == [FILTER_FIRST, 4 * FILTER_FIRST, 16 * FILTER_FIRST]
+    assert [len(f) for f in filters] == [FILTER_FIRST, 4 * FILTER_FIRST, FILTER_FIRST]
+    assert all(may_hold(filters, digest) for digest, _, _ in entries)
+    absent = [key_digest(f"absent-{n}") for n in range(1000)]
+    assert sum(may_hold(filters, digest) for digest in absent) < 50
+
+
+def test_a_filter_whose_newest_key_is_past_the_retention_is_dropped() -> None:
+    filters = add_to_filters([], _batch(0, FILTER_FIRST, 1.0), since=0.0)
+    filters = add_to_filters(filters, _batch(FILTER_FIRST, 10, 5.0), since=1.0)
+    assert [len(f) for f in filters] == [FILTER_FIRST, 10]
+    filters = add_to_filters(filters, _batch(FILTER_FIRST + 10, 1, 9.0), since=2.0)
+    assert [len(f) for f in filters] == [11]
+    assert not may_hold(filters, key_digest("key-0"))
