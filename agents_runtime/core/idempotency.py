@@ -11,9 +11,12 @@ and its time as Python objects.
 
 Runs merge as a binary counter does (a new run merges with the newest while
 that one is no larger, up to ``MAX_RUN`` entries), so an agent holds about
-log2(MAX_RUN / recent) runs plus one per ``MAX_RUN`` keys, and a lookup
-bisects each. A merge drops the entries already past the retention, and a
-run whose newest entry is past it is dropped whole.
+log2(MAX_RUN / recent) runs plus one per ``MAX_RUN`` keys. A merge drops the
+entries already past the retention, and a run whose newest entry is past it
+is dropped whole. Bloom filters (``KeyFilter``, about 2 bytes a key) stand
+in front of the runs: a key never used, the common case, is found absent by
+three bit tests per filter; only a key the filters may hold (a repeat, or
+about one new key in thirty at a million keys) bisects every run.
 
 The digest is BLAKE2b (8 bytes), the same in every process, so a snapshot
 holds the same runs as the fold from genesis. Two keys with one digest are
@@ -39,9 +42,10 @@ def key_digest(key: str) -> int:
 
 
 # The largest run a merge makes: a merge runs inside the fold of one
-# request, so this bounds its pause (a few tens of milliseconds); past it,
-# runs of this size pile up oldest first, one more bisection a lookup each.
-MAX_RUN = 1 << 16
+# request, so this bounds its pause (some tens of milliseconds); past it,
+# runs of this size pile up oldest first, one more bisection for a key the
+# filters may hold.
+MAX_RUN = 1 << 14
 
 
 @attrs.define(slots=True)

@@ -85,6 +85,7 @@ from agents_runtime.runtime.actor import (
     wall_clock,
 )
 from agents_runtime.runtime.fleet import Fleet
+from agents_runtime.runtime.heap import give_back
 from agents_runtime.runtime.replay import (
     Loaded,
     load,
@@ -487,16 +488,24 @@ class Registry:
         signer = self.ring.signer
         assert signer is not None  # no rounds in read-only mode
         written = set()
-        for agent_id, (head, blob) in taken.items():
-            try:
-                state = state_json(pickle.loads(blob))  # noqa: S301 (our own actor's copy)
-                data = seal_snapshot(agent_id, head, SCHEMA, state, signer)
-                self.store.write_snapshot(agent_id, head.seq, data)
-            except (OSError, GuardError, ValueError, TypeError) as exc:
-                log.error("agent %s: writing its state snapshot failed: %s", agent_id, exc)
-                continue
-            written.add(agent_id)
+        for agent_id in list(taken):
+            head, blob = taken[agent_id]
+            taken[agent_id] = (head, b"")  # the copy is freed once written
+            if self._write_snapshot(agent_id, head, blob, signer):
+                written.add(agent_id)
+            del blob
+        give_back()  # the copies just freed (agents_runtime/runtime/heap.py)
         return written
+
+    def _write_snapshot(self, agent_id: str, head: Head, blob: bytes, signer: Signer) -> bool:
+        try:
+            state = state_json(pickle.loads(blob))  # noqa: S301 (our own actor's copy)
+            data = seal_snapshot(agent_id, head, SCHEMA, state, signer)
+            self.store.write_snapshot(agent_id, head.seq, data)
+        except (OSError, GuardError, ValueError, TypeError) as exc:
+            log.error("agent %s: writing its state snapshot failed: %s", agent_id, exc)
+            return False
+        return True
 
     # -- lookup --------------------------------------------------------------
 
