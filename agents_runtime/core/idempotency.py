@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from hashlib import blake2b
 from heapq import merge
 
@@ -62,7 +62,7 @@ class KeyRun:
         return len(self.digests)
 
 
-def find_in_runs(runs: list[KeyRun], digest: int) -> tuple[int, float] | None:
+def find_in_runs(runs: Sequence[KeyRun], digest: int) -> tuple[int, float] | None:
     """(action number, time) of the newest entry with ``digest``, or None."""
     best: tuple[int, float] | None = None
     for run in reversed(runs):  # newest first: a later use of a key wins
@@ -78,8 +78,8 @@ def find_in_runs(runs: list[KeyRun], digest: int) -> tuple[int, float] | None:
 
 
 def add_run(
-    runs: list[KeyRun], entries: list[tuple[int, int, float]], since: float
-) -> list[KeyRun]:
+    runs: Sequence[KeyRun], entries: list[tuple[int, int, float]], since: float
+) -> tuple[KeyRun, ...]:
     """``runs`` with the ``entries`` (digest, number, time) added as a new
     run, merged with the newest runs while those are no larger (up to
     MAX_RUN entries); entries before ``since`` (past the retention) and runs
@@ -90,7 +90,7 @@ def add_run(
         new = _run(merge(_entries(kept.pop()), _entries(new)), since)
     if len(new):
         kept.append(new)
-    return kept
+    return tuple(kept)
 
 
 def _entries(run: KeyRun) -> Iterator[tuple[int, int, float]]:
@@ -140,7 +140,7 @@ def _probes(digest: int, mask: int) -> tuple[int, int, int]:
     return digest & mask, (digest >> 21) & mask, (digest >> 42) & mask
 
 
-def may_hold(filters: list[KeyFilter], digest: int) -> bool:
+def may_hold(filters: Sequence[KeyFilter], digest: int) -> bool:
     """False when no key with ``digest`` was added to ``filters``."""
     for f in filters:
         bits = f.bits
@@ -155,8 +155,8 @@ def may_hold(filters: list[KeyFilter], digest: int) -> bool:
 
 
 def add_to_filters(
-    filters: list[KeyFilter], entries: list[tuple[int, int, float]], since: float
-) -> list[KeyFilter]:
+    filters: Sequence[KeyFilter], entries: list[tuple[int, int, float]], since: float
+) -> tuple[KeyFilter, ...]:
     """``filters`` with the digests of ``entries`` (digest, number, time,
     oldest first) added, a new filter started whenever the newest is full;
     filters whose newest key is before ``since`` dropped."""
@@ -172,7 +172,7 @@ def add_to_filters(
             bits[n >> 3] |= 1 << (n & 7)
         f.count += 1
         f.newest = max(f.newest, at)
-    return kept
+    return tuple(kept)
 
 
 __all__ = [

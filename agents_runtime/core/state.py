@@ -244,8 +244,10 @@ class AgentState:
     # to ``old_keys`` (runs sorted by digest, oldest first).
     idempotency: dict[str, tuple[int, float]] = attrs.field(factory=dict)
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
-    old_keys: list[KeyRun] = attrs.field(factory=list)
-    key_filters: list[KeyFilter] = attrs.field(factory=list)  # in front of old_keys
+    # Tuples, () until the first keys move: an idle agent's state holds no
+    # empty list of its own.
+    old_keys: tuple[KeyRun, ...] = ()
+    key_filters: tuple[KeyFilter, ...] = ()  # in front of old_keys
     recent_actions: int = DEFAULT_RECENT_ACTIONS
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = NO_GRANTS

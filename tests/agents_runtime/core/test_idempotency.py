@@ -20,7 +20,7 @@ def _batch(first: int, count: int, at: float) -> list[tuple[int, int, float]]:
 
 
 def test_runs_merge_as_a_binary_counter() -> None:
-    runs: list[KeyRun] = []
+    runs: tuple[KeyRun, ...] = ()
     for b in range(7):
         runs = add_run(runs, _batch(b * 4, 4, float(b)), since=0.0)
     assert [len(run) for run in runs] == [16, 8, 4]
@@ -56,7 +56,7 @@ def test_a_key_used_again_is_found_at_its_latest_use() -> None:
 
 
 def test_merges_stop_at_the_largest_run_and_keep_every_key() -> None:
-    runs: list[KeyRun] = []
+    runs: tuple[KeyRun, ...] = ()
     for b in range(40):
         runs = add_run(runs, _batch(b * 4096, 4096, float(b)), since=0.0)
     assert max(len(run) for run in runs) == MAX_RUN
