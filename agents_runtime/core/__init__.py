@@ -27,6 +27,7 @@ actions. Below them::
 
     entries      what an entry of the two tables holds; Command, every command's base
     state        the agent's state (the model) and its queries
+    idempotency  the Idempotency-Keys past the recent actions, kept compactly
     answers      what a decision answers with (Allowed, Denied, Pending), as values
     checks       decide(): the checks, in their fixed order (policy rules among them)
     conditions   the rules' CEL expressions: compiled once, evaluated on facts
@@ -52,11 +53,13 @@ __all__ = [
     "agent",
     "answers",
     "behaviour",
+    "checks",
     "commands",
     "conditions",
     "decisions",
     "entries",
     "grants",
+    "idempotency",
     "money",
     "policy",
     "records",
