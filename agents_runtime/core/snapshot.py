@@ -46,7 +46,14 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from agents_runtime.core.grants import Grant
 from agents_runtime.core.idempotency import KeyFilter, KeyRun
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
-from agents_runtime.core.state import NO_GRANTS, NO_TAGS, SAME_AS, AgentState, Shadow
+from agents_runtime.core.state import (
+    IN_ORDER,
+    NO_GRANTS,
+    NO_TAGS,
+    SAME_AS,
+    AgentState,
+    Shadow,
+)
 
 
 class ArrayOf:
@@ -138,11 +145,37 @@ def _value_fields(cls: type) -> list[attrs.Attribute[Any]]:
     return [f for f in attrs.fields(cls) if f.eq]
 
 
+def _pairs_json(kind: Any) -> Any:
+    """A dict of ``kind`` as its ``[key, value]`` pairs, in order."""
+    value_kind = typing.get_args(kind)[1]
+    unstructure = _converter.get_unstructure_hook(value_kind)
+    return lambda value: [[key, unstructure(item)] for key, item in value.items()]
+
+
+def _pairs(kind: Any) -> Any:
+    """The dict of ``kind`` that ``_pairs_json`` wrote, in its order."""
+    structure = _converter.get_structure_hook(kind)
+
+    def read(value: Any, _: Any) -> Any:
+        if not isinstance(value, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) for pair in value
+        ):
+            raise TypeError("expected a list of [key, value] pairs")
+        entries = dict(value)
+        if len(entries) != len(value):
+            raise ValueError("a key is listed twice")
+        return structure(entries, kind)
+
+    return read
+
+
 def _unstructure_factory(cls: type) -> Any:
     overrides: dict[str, Any] = {f.name: override(omit=True) for f in attrs.fields(cls) if not f.eq}
     for f in attrs.fields(cls):
         if SAME_AS in f.metadata:
             overrides[f.name] = override(unstruct_hook=list)  # the keys, in order
+        elif f.metadata.get(IN_ORDER):
+            overrides[f.name] = override(unstruct_hook=_pairs_json(f.type))
     return make_dict_unstructure_fn(cls, _converter, **overrides)
 
 
@@ -157,6 +190,8 @@ def _structure_factory(cls: type) -> Any:
     for f in attrs.fields(cls):
         if SAME_AS in f.metadata:
             overrides[f.name] = override(struct_hook=_keys)  # linked by _link
+        elif f.metadata.get(IN_ORDER):
+            overrides[f.name] = override(struct_hook=_pairs(f.type))
     return make_dict_structure_fn(cls, _converter, _cattrs_forbid_extra_keys=True, **overrides)
 
 

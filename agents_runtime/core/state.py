@@ -83,6 +83,11 @@ DEFAULT_RECENT_ACTIONS = 1_000
 # same state (the same objects, by key), not objects of their own.
 SAME_AS = "same_as"
 
+# Field metadata: the dict's order is part of the state's value (a fold reads
+# it: the oldest key first, the earliest grant among equals, the tags in
+# first use), so a snapshot keeps it (agents_runtime/core/snapshot.py).
+IN_ORDER = "in_order"
+
 # One byte per action says where it stands; an outcome is kept as its own status.
 STATUS_CODES: dict[str, int] = {
     ActionStatus.REQUESTED: 0,
@@ -242,7 +247,7 @@ class AgentState:
     # and the fold of each request with a key drops the keys past it.
     # Past 2 x ``recent_actions`` keys, the oldest ``recent_actions`` move
     # to ``old_keys`` (runs sorted by digest, oldest first).
-    idempotency: dict[str, tuple[int, float]] = attrs.field(factory=dict)
+    idempotency: dict[str, tuple[int, float]] = attrs.field(factory=dict, metadata={IN_ORDER: True})
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
     # Tuples, () until the first keys move: an idle agent's state holds no
     # empty list of its own.
@@ -250,13 +255,13 @@ class AgentState:
     key_filters: tuple[KeyFilter, ...] = ()  # in front of old_keys
     recent_actions: int = DEFAULT_RECENT_ACTIONS
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
-    grants: dict[str, Grant] = NO_GRANTS
+    grants: dict[str, Grant] = attrs.field(default=NO_GRANTS, metadata={IN_ORDER: True})
     tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
     # Tag -> the ts (as an instant) of the last allowed call whose tool had
     # that tag under the policy in force then; first use first (what a
     # rule's history.tags_used and history.tag_last_used read).
     # NO_TAGS (shared, never written) until the first tag is remembered.
-    tag_last_used: dict[str, datetime] = NO_TAGS
+    tag_last_used: dict[str, datetime] = attrs.field(default=NO_TAGS, metadata={IN_ORDER: True})
     # The ts of every action_allowed, in order (ts never goes backwards): the
     # rate check counts its tail by bisection, under any policy.
     allowed_times: array[float] = attrs.field(factory=lambda: array("d"))

@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -26,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from agents_runtime.core import commands as c
 from agents_runtime.core.policy import Policy
 from agents_runtime.core.snapshot import SCHEMA, state_json
-from agents_runtime.core.state import expired_actions, parse_ts
+from agents_runtime.core.state import IN_ORDER, AgentState, expired_actions, parse_ts
 from agents_runtime.core.vocabulary import Severity
 from agents_runtime.errors import AgentError, IdempotencyConflict, InvalidState
 from agents_runtime.log import canonical
@@ -62,6 +63,8 @@ RETENTION = 30.0
 # Keys of the latest action only stay as they came: the others go to runs
 # (agents_runtime/core/idempotency.py), and every example moves some.
 RECENT = 1
+# The state's dicts whose order a fold reads (a snapshot keeps it).
+IN_ORDER_FIELDS = [f.name for f in attrs.fields(AgentState) if f.metadata.get(IN_ORDER)]
 SEVERITIES = tuple(severity.value for severity in Severity)
 # Mostly light scars, so that agents live long enough to do interesting things.
 SCARS = ("minor", "minor", "minor", "moderate", "moderate", "severe", "fatal")
@@ -224,6 +227,9 @@ class AgentMachine(RuleBasedStateMachine):
             )
             assert (loaded.snapshot_seq, loaded.snapshot_problem) == (cut, None)
             assert loaded.state == whole.state
+            # == on dicts ignores their order, which a fold reads in these.
+            for name in IN_ORDER_FIELDS:
+                assert list(getattr(loaded.state, name)) == list(getattr(whole.state, name))
             assert snapshot(loaded.state, lines) == snapshot(whole.state, lines)
 
     def check_audit_replay(self) -> None:

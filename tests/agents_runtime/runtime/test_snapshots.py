@@ -18,14 +18,17 @@ from pathlib import Path
 import pytest
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.snapshot import SCHEMA
+from agents_runtime.core.snapshot import SCHEMA, state_json
+from agents_runtime.core.state import AgentState
 from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.logfile import read_log
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head
-from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
+from agents_runtime.log.snapshot import Snapshot, open_snapshot, seal_snapshot
+from agents_runtime.log.store import LogContents
 from agents_runtime.runtime.registry import Registry
-from agents_runtime.runtime.replay import load
+from agents_runtime.runtime.replay import load, replay
 from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
@@ -105,6 +108,54 @@ async def test_a_start_folds_only_the_records_after_the_snapshot(tmp_path: Path)
     whole = load(FileStore(data_dir), AGENT, public_key)
     assert whole.snapshot_seq is None
     assert loaded.state == whole.state
+
+
+async def test_keys_folded_on_a_snapshot_move_to_the_runs_as_from_genesis(
+    tmp_path: Path,
+) -> None:
+    # The case the state machine found: keys used in an order that is not
+    # theirs sorted (k4, k1, k3), one recent action kept as it came. From
+    # genesis k3 moves k4, the oldest, to the runs; folded on a snapshot
+    # taken after k1 it moved k1 too, when the snapshot sorted the keys.
+    clock = FakeClock()
+    registry = _registry(tmp_path, clock, idempotency_retention=30.0, recent_actions=1)
+    registry.load()
+    await registry.start()
+    try:
+        await registry.create(AGENT, policy(budget=Decimal(100)))
+        for n, key in enumerate(["k4", "k1", "k3"]):
+            await registry.ref(AGENT).ask(c.RequestAction("read", {"n": n}, None, key))
+            await registry.ref(AGENT).ask(c.RequestAction("read", {"n": n}))  # no key
+    finally:
+        await registry.stop()
+    data_dir = DataDir(tmp_path)
+    public_key = data_dir.prepare().public_key
+    contents = read_log(data_dir.log_path(AGENT))
+
+    def fold(lines: list[bytes], snap: Snapshot | None = None) -> AgentState:
+        loaded = replay(
+            AGENT,
+            LogContents.of_lines(lines),
+            public_key,
+            snapshot=snap,
+            idempotency_retention=30.0,
+            recent_actions=1,
+        )
+        assert loaded.state is not None
+        assert (loaded.snapshot_seq, loaded.snapshot_problem) == (
+            None if snap is None else snap.head.seq,
+            None,
+        )
+        return loaded.state
+
+    whole = fold(contents.lines)
+    assert list(whole.idempotency) == ["k1", "k3"]
+    for cut in range(1, len(contents.lines)):
+        prefix = fold(contents.lines[: cut + 1])
+        data = seal_snapshot(AGENT, prefix.head, SCHEMA, state_json(prefix), TEST_SIGNER)
+        loaded = fold(contents.lines, open_snapshot(data, public_key, AGENT))
+        assert loaded == whole
+        assert list(loaded.idempotency) == ["k1", "k3"]
 
 
 def _forged(root: Path) -> None:
