@@ -462,6 +462,7 @@ class AgentActor:
             self.log.read(self.committed),
             self.public_key,
             idempotency_retention=self.state.idempotency_retention,
+            recent_actions=self.state.recent_actions,
         )
         if loaded.state is not None:
             keep_recent(loaded.state, self.state.recent_actions)
@@ -532,6 +533,7 @@ class AgentActor:
             state, _ = snapshot_state(agent_id, snapshot, retention)
             if state is None:
                 return None
+            keep_recent(state, self.state.recent_actions)  # before the fold, as replay does
             lines = self.log.read_after(snapshot.head.seq, upto)
             verifier = ChainVerifier.following(
                 snapshot.head, public_key=self.public_key, log_id=agent_id, signer=self.signer
@@ -556,6 +558,7 @@ class AgentActor:
             signer=self.signer,
             checkpoint=checkpoint,
             idempotency_retention=self.state.idempotency_retention,
+            recent_actions=self.state.recent_actions,
         )
 
     def quarantine(self, failure: Failure) -> str:

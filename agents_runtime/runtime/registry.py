@@ -224,6 +224,7 @@ class Registry:
             self.ring.signer,
             workers,
             self.idempotency_retention,
+            self.recent_actions,
         )
         for loaded in logs:
             if self._adopt(loaded):
@@ -563,6 +564,7 @@ class Registry:
             signer=ring.signer,
             snapshot=snapshot,
             idempotency_retention=self.idempotency_retention,
+            recent_actions=self.recent_actions,
         )
         if agent_id not in self.actors and not self._adopt(loaded):
             self.quarantined_bytes[agent_id] = contents.valid_length
@@ -755,6 +757,7 @@ def _load_logs(
     signer: Signer | None,
     workers: int | None,
     retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
+    recent_actions: int = DEFAULT_RECENT_ACTIONS,
 ) -> Iterator[Loaded]:
     """``load`` of each agent, in order; whole logs in worker processes
     when it pays. Lines are dropped from what workers send back: adopting a
@@ -786,6 +789,7 @@ def _load_logs(
                 [public_key] * len(tasks),
                 [signer] * len(tasks),
                 [retention] * len(tasks),
+                [recent_actions] * len(tasks),
             )
             for batch in results:
                 yield from batch
@@ -802,6 +806,7 @@ def _load_logs(
             signer=signer,
             checkpoint=checkpoint,
             idempotency_retention=retention,
+            recent_actions=recent_actions,
         )
 
 
@@ -811,6 +816,7 @@ def _load_task(
     public_key: bytes,
     signer: Signer | None,
     retention: float,
+    recent_actions: int,
 ) -> list[Loaded]:
     """In a worker process: verify and fold these agents' logs."""
     out = []
@@ -822,6 +828,7 @@ def _load_task(
             signer=signer,
             checkpoint=checkpoint,
             idempotency_retention=retention,
+            recent_actions=recent_actions,
         )
         out.append(attrs.evolve(loaded, contents=attrs.evolve(loaded.contents, lines=[])))
     return out

@@ -164,6 +164,7 @@ def load(
     signer: Signer | None = None,
     checkpoint: Checkpoint | None = None,
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
+    recent_actions: int = DEFAULT_RECENT_ACTIONS,
 ) -> Loaded:
     """Read, verify and fold the log of ``agent_id``, from its snapshot when
     it has one that can be used (blocking)."""
@@ -176,6 +177,7 @@ def load(
         checkpoint=checkpoint,
         snapshot=snapshot,
         idempotency_retention=idempotency_retention,
+        recent_actions=recent_actions,
     )
     if problem is not None and loaded.snapshot_problem is None:
         loaded = attrs.evolve(loaded, snapshot_problem=problem)

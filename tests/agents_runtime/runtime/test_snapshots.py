@@ -158,6 +158,50 @@ async def test_keys_folded_on_a_snapshot_move_to_the_runs_as_from_genesis(
         assert list(loaded.idempotency) == ["k1", "k3"]
 
 
+@pytest.mark.parametrize("from_snapshot", [True, False], ids=["snapshot", "genesis"])
+async def test_a_start_folds_under_the_configured_recent_actions(
+    tmp_path: Path, from_snapshot: bool
+) -> None:
+    # The start's fold moves keys to the runs at the same records as the
+    # process that wrote them did, not under the default and then all at
+    # once: the state is the fold from genesis under the setting, exactly.
+    options: dict[str, float] = {"idempotency_retention": 30.0, "recent_actions": 1}
+    registry = _registry(tmp_path, FakeClock(), snapshot_records=3, **options)
+    registry.load()
+    await registry.start()
+    try:
+        await registry.create(AGENT, policy(budget=Decimal(100)))
+        for n, key in enumerate(["k4", "k1", "k3", "k6", "k2", "k5"]):
+            await registry.ref(AGENT).ask(c.RequestAction("read", {"n": n}, None, key))
+        await registry.save_checkpoints()
+        await registry.save_snapshots()
+        before = registry.actors[AGENT].state
+    finally:
+        await registry.stop()
+    if not from_snapshot:
+        _snapshot_path(tmp_path).unlink()
+    data_dir = DataDir(tmp_path)
+    public_key = data_dir.prepare().public_key
+    whole = replay(
+        AGENT,
+        read_log(data_dir.log_path(AGENT)),
+        public_key,
+        idempotency_retention=30.0,
+        recent_actions=1,
+    )
+    assert whole.state == before
+    started = load(FileStore(data_dir), AGENT, public_key, idempotency_retention=30.0)
+    assert (started.snapshot_seq is not None) == from_snapshot
+    registry = _registry(tmp_path, FakeClock(), **options)
+    registry.load()
+    try:
+        after = registry.actors[AGENT].state
+        assert after == whole.state
+        assert list(after.idempotency) == list(whole.state.idempotency)
+    finally:
+        await registry.stop()
+
+
 def _forged(root: Path) -> None:
     """The snapshot re-signed by a key that is not the audit key."""
     data = _snapshot_path(root).read_bytes()
