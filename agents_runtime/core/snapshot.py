@@ -17,6 +17,10 @@ here. What cannot be generic has a hook of its own, by type:
 - a field whose metadata names another (``SAME_AS``: ``pending`` holds
   actions of ``held``) is written as its keys, and read back as that
   field's entries, the same objects, as the folds made them;
+- a dict whose order a fold reads (``IN_ORDER``: the Idempotency-Keys
+  oldest first, the grants in issue order, the tags and tools in first
+  use) is written as a list of ``[key, value]`` pairs in that order, since
+  canonical JSON sorts an object's members;
 - a field declared with ``eq=False`` is a cache, not a part of the state's
   value (``expiry_dirty``): it is not written, and takes its default.
 

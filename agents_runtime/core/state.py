@@ -84,8 +84,9 @@ DEFAULT_RECENT_ACTIONS = 1_000
 SAME_AS = "same_as"
 
 # Field metadata: the dict's order is part of the state's value (a fold reads
-# it: the oldest key first, the earliest grant among equals, the tags in
-# first use), so a snapshot keeps it (agents_runtime/core/snapshot.py).
+# it: the oldest key first, the earliest grant among equals, the tags and
+# tools in first use a rule may list), so a snapshot keeps it
+# (agents_runtime/core/snapshot.py).
 IN_ORDER = "in_order"
 
 # One byte per action says where it stands; an outcome is kept as its own status.
@@ -256,7 +257,9 @@ class AgentState:
     recent_actions: int = DEFAULT_RECENT_ACTIONS
     # grt-n -> grant, in issue order; NO_GRANTS until the first is issued.
     grants: dict[str, Grant] = attrs.field(default=NO_GRANTS, metadata={IN_ORDER: True})
-    tool_calls: dict[str, int] = attrs.field(factory=dict)  # allowed calls per tool
+    # Allowed calls per tool, first call first: a rule's history.calls is
+    # this map, and a comprehension over it (.map) lists it in this order.
+    tool_calls: dict[str, int] = attrs.field(factory=dict, metadata={IN_ORDER: True})
     # Tag -> the ts (as an instant) of the last allowed call whose tool had
     # that tag under the policy in force then; first use first (what a
     # rule's history.tags_used and history.tag_last_used read).

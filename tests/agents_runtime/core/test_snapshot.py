@@ -80,7 +80,7 @@ def _grant(n: int) -> Grant:
     return Grant(f"grt-{n}", n + 1, at, "read", "ann", None, None, None, at, 1.0, None)
 
 
-def test_keys_grants_and_tags_come_back_in_their_order_not_sorted() -> None:
+def test_keys_grants_tags_and_tool_calls_come_back_in_their_order_not_sorted() -> None:
     # Canonical JSON sorts an object's members: written as objects, the
     # oldest key (k4) would come back after k1 and be kept while k1 moved to
     # the runs, and grt-10 would come before grt-2 (the first of equals wins).
@@ -89,11 +89,13 @@ def test_keys_grants_and_tags_come_back_in_their_order_not_sorted() -> None:
     state.grants = {f"grt-{n}": _grant(n) for n in (1, 2, 10)}
     at = datetime(2026, 11, 26, 20, 0, 0, 1, tzinfo=UTC)
     state.tag_last_used = {"z": at, "private": at, "a": at}
+    state.tool_calls = {"send": 2, "read": 1}
     back = state_from_json(canonical.loads(canonical.dumps(state_json(state))))
     assert back == state
     assert list(back.idempotency) == ["k4", "k1", "k3"]
     assert list(back.grants) == ["grt-1", "grt-2", "grt-10"]
     assert list(back.tag_last_used) == ["z", "private", "a"]
+    assert list(back.tool_calls) == ["send", "read"]
 
 
 def test_a_dict_kept_in_order_that_lists_a_key_twice_does_not_read() -> None:
