@@ -101,6 +101,7 @@ PATH_PARAMS = {
     "policy_name": PathParam(PolicyName, "A named policy."),
     "name": PathParam(str, "File name."),
     "token_id": PathParam(str, "An operator token: `tok-<16 hex>`."),
+    "credential_id": PathParam(str, "A passkey's credential ID, base64url."),
 }
 
 

@@ -525,5 +525,6 @@ BY_COMMAND: Renders = {
     c.ClearShadow: _ok,
 }
 # The commands whose reply a route uses as it is: an action's ID or None
-# (FindAction), a future (WatchAction), the log's handle (GetLogView).
-AS_IS = frozenset({c.FindAction, c.WatchAction, c.GetLogView})
+# (FindAction), a future (WatchAction), the log's handle (GetLogView), what a
+# passkey signs to decide an action (ApprovalSubject: guardd.passkeys reads it).
+AS_IS = frozenset({c.FindAction, c.WatchAction, c.GetLogView, c.ApprovalSubject})

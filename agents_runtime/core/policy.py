@@ -9,7 +9,7 @@ silently ignored.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, NewType
+from typing import Any, Literal, NewType
 
 import attrs
 import cattrs
@@ -66,6 +66,10 @@ class Rules(tuple[Rule, ...]):
 NO_RULES = Rules()
 
 
+# Whether a held call's approval must be signed by the approver's passkey:
+# false, true (approvals), or "both" (approvals and rejections).
+ApprovalPasskey = Literal[False, True, "both"]
+PASSKEY_BOTH = "both"
 ApprovalCount = NewType("ApprovalCount", int)  # operators who must approve: 1 to MAX_APPROVALS
 MAX_APPROVALS = 10
 
@@ -85,6 +89,7 @@ class ToolRule:
     cost_from: KeyPath | None = None
     # Operators who must approve a held call, each once (1 to MAX_APPROVALS).
     approvals_required: ApprovalCount = ApprovalCount(1)
+    approval_passkey: ApprovalPasskey = False
 
 
 def charge_for(
@@ -148,6 +153,14 @@ class Policy:
         rule = self.tools.get(tool, self.default)
         return 1 if rule is None else rule.approvals_required
 
+    def passkey_needed(self, tool: str, decision: str) -> bool:
+        """Whether an operator's ``decision`` (approve or reject) on a held call
+        of ``tool`` must carry a passkey assertion (agents_runtime.log.passkeys)."""
+        rule = self.tools.get(tool, self.default)
+        if rule is None or rule.approval_passkey is False:
+            return False
+        return decision == "approve" or rule.approval_passkey == PASSKEY_BOTH
+
     def approval_timeout(self, tool: str) -> Decimal | None:
         """Seconds a held call of ``tool`` may wait: its rule's (the tool's
         own, else the default rule's) if it sets one, else the policy's."""
@@ -188,6 +201,12 @@ def _bool(value: Any, _: Any) -> bool:
     if type(value) is bool:
         return value
     raise ValueError("must be true or false")
+
+
+def _approval_passkey(value: Any, _: Any) -> ApprovalPasskey:
+    if value is True or value is False or value == PASSKEY_BOTH:
+        return value  # type: ignore[no-any-return]  # one of the Literal's values
+    raise ValueError('must be true, false or "both"')
 
 
 def _tool_name(value: Any, _: Any) -> str:
@@ -281,6 +300,7 @@ _converter.register_structure_hook(PositiveNumber, lambda v, _: PositiveNumber(p
 _converter.register_structure_hook(PositiveInt, _positive_int)
 _converter.register_structure_hook(ApprovalCount, _approval_count)
 _converter.register_structure_hook(bool, _bool)
+_converter.register_structure_hook_func(lambda t: t == ApprovalPasskey, _approval_passkey)
 _converter.register_structure_hook_func(lambda t: t == dict[str, ToolRule], _tools)
 _converter.register_structure_hook(ShortName, _short_name)
 _converter.register_structure_hook(KeyPath, _key_path)
@@ -320,6 +340,8 @@ def policy_json(policy: Policy) -> dict[str, Any]:
             out["cost_from"] = r.cost_from
         if r.approvals_required != 1:  # one approver keeps the old bytes
             out["approvals_required"] = r.approvals_required
+        if r.approval_passkey is not False:
+            out["approval_passkey"] = r.approval_passkey
         return out
 
     out = {

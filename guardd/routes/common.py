@@ -57,6 +57,7 @@ from guardd.jsonio import json_response, read_json
 from guardd.metrics import Metrics
 from guardd.oidc import Oidc
 from guardd.operators import Operators
+from guardd.passkeys import Passkeys
 from guardd.readiness import Readiness
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class Guard:
     auth: Authenticator
     operators: Operators  # the operator tokens, from the operators log
     oidc: Oidc | None = None  # the OpenID Connect issuer, when single sign-on is on
+    passkeys: Passkeys | None = None  # the operators' passkeys (None: not set up)
 
 
 def _readiness(service: Service) -> Readiness:
