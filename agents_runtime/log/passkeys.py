@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from typing import Any
 
 import attrs
@@ -43,6 +44,7 @@ PROOF_FIELDS = ("credential_id", "authenticator_data", "client_data_json", "sign
 MAX_PROOF_FIELD = 8192  # characters: far above any real authenticator's output
 
 SIGNATURE_FAILS = "passkey signature does not verify"
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
 
 def binding_fields(
@@ -70,10 +72,11 @@ def b64url(data: bytes) -> str:
 
 def unb64url(text: str, what: str) -> bytes:
     """The bytes of base64url ``text`` (padding optional), or PasskeyError naming ``what``."""
-    if not isinstance(text, str) or not text.isascii() or "=" in text.rstrip("="):
+    if not isinstance(text, str) or not _BASE64URL.fullmatch(text):
         raise PasskeyError(f"passkey {what} is not base64url")
+    bare = text.rstrip("=")
     try:
-        return base64.urlsafe_b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4))
+        return base64.urlsafe_b64decode(bare + "=" * (-len(bare) % 4))
     except (binascii.Error, ValueError):
         raise PasskeyError(f"passkey {what} is not base64url") from None
 

@@ -30,16 +30,26 @@ UP, UV, AT = 0x01, 0x04, 0x40
 
 
 class Authenticator:
-    def __init__(self, origin: str, rp_id: str = "localhost", alg: str = "ES256") -> None:
+    def __init__(
+        self,
+        origin: str,
+        rp_id: str = "localhost",
+        alg: str = "ES256",
+        *,
+        seed: bytes | None = None,
+        credential_id: bytes | None = None,
+    ) -> None:
         self.origin = origin
         self.rp_id = rp_id
         self.alg = alg
-        self.key: Any = (
-            ec.generate_private_key(ec.SECP256R1())
-            if alg == "ES256"
-            else Ed25519PrivateKey.generate()
-        )
-        self.credential_id = secrets.token_bytes(16)
+        self.key: Any
+        if alg == "ES256":
+            self.key = ec.generate_private_key(ec.SECP256R1())
+        elif seed is not None:  # a fixed key: the worked example of tests/data
+            self.key = Ed25519PrivateKey.from_private_bytes(seed)
+        else:
+            self.key = Ed25519PrivateKey.generate()
+        self.credential_id = credential_id or secrets.token_bytes(16)
         self.sign_count = 0  # 0: keeps no counter; set it to count
 
     @property
