@@ -205,3 +205,30 @@ def test_a_forged_rejection_names_the_rejection(
     assert status == 1, out
     seq = _at(_records(signed.log), "action_rejected")["seq"]
     assert f"rejection at seq {seq}: passkey credential is registered to" in out
+
+
+def test_replay_re_decides_a_log_of_passkey_signed_decisions(
+    signed: Signed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = run(["replay", str(signed.log)], capsys)
+    assert status == 0, out
+
+
+def test_replay_fails_an_approval_whose_assertion_was_cut_out(
+    signed: Signed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = forged(signed, tmp_path, _strip_passkey)
+    status, out = run(["replay", argv[1]], capsys)
+    assert status == 1, out
+    assert "needs the approver's passkey" in out
+
+
+def test_what_if_runs_the_passkey_signed_approvals_under_a_candidate(
+    signed: Signed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(
+        '{"budget": 100, "scar_limit": 10, "tools": {"pay": {"requires_approval": true}}}'
+    )
+    status, out = run(["replay", str(signed.log), "--policy", str(candidate)], capsys)
+    assert status == 0, out

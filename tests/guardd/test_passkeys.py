@@ -11,6 +11,7 @@ import pytest
 
 from agents_runtime.log import canonical
 from agents_runtime.log.passkeys import b64url, binding, unb64url
+from client_sdk import ReceiptError, verify_receipt
 from tests.guardd.conftest import Agent, Api, Session, assert_error, ok
 from tests.support.authenticator import UP, Authenticator
 
@@ -350,3 +351,42 @@ def test_each_approval_of_a_quorum_carries_its_own_assertion(
     recorded = next(r for r in records if r["kind"] == "approval_recorded")
     assert recorded["passkey"]["credential_id"] == alice_key.id
     assert records[-1]["passkey"]["credential_id"] == erin_key.id
+
+
+def _registered(api: Api) -> list[dict[str, Any]]:
+    lines = (api.server.data_dir / "operators.jsonl").read_bytes().splitlines()
+    records = [canonical.loads(line) for line in lines]
+    return [r for r in records if r["kind"] == "passkey_registered"]
+
+
+def test_the_receipt_of_a_passkey_approval_proves_the_approver_to_the_executor(
+    api: Api, alice: Session, alice_key: Authenticator
+) -> None:
+    agent, action_id = held(api, amount=7)
+    assertion = alice_key.assertion(options(alice, agent, action_id)["challenge"])
+    receipt = ok(approve(alice, agent, action_id, assertion))["receipt"]
+    check = {
+        "public_key": api.server.public_key,
+        "agent_id": agent.agent_id,
+        "tool": "pay",
+        "input": {"amount": 7},
+        "max_age_secs": 600,
+    }
+    trusted = _registered(api)
+    assert verify_receipt(receipt, passkeys=trusted, **check) == action_id  # type: ignore[arg-type]
+    others = [r for r in trusted if r["credential_id"] != alice_key.id]
+    with pytest.raises(
+        ReceiptError, match=r"^receipt refused: the allowance's passkey is not one you trust$"
+    ):
+        verify_receipt(receipt, passkeys=others, **check)  # type: ignore[arg-type]
+    # An approval with no passkey (a rule that wants none) proves no approver.
+    plain, plain_id = held(api, "search")
+    unsigned = ok(alice.post(f"{plain.path}/actions/{plain_id}/approve", json={}))["receipt"]
+    with pytest.raises(
+        ReceiptError, match=r"^receipt refused: the allowance carries no passkey assertion$"
+    ):
+        verify_receipt(  # type: ignore[arg-type]
+            unsigned,
+            passkeys=trusted,
+            **{**check, "agent_id": plain.agent_id, "tool": "search", "input": {"amount": 5}},
+        )
