@@ -192,21 +192,25 @@ def operators_passkeys(
     return credentials(lines)
 
 
+def operators_lines(path: Path) -> list[bytes]:
+    """The lines of the operators log file at ``path``."""
+    try:
+        return [line for line in path.read_bytes().splitlines() if line.strip()]
+    except OSError as exc:
+        raise AuditError(f"cannot read the operators log {path}: {exc}") from None
+
+
 def check_source(
-    items: list[bytes | None], operators: Path | None, *, public_key: bytes | None
+    items: list[bytes | None], lines: list[bytes] | None, *, public_key: bytes | None
 ) -> PasskeyReport | None:
-    """The passkey check of a verified log's items, with the operators log at
-    ``operators`` (None: there is none); None when no record has a passkey
-    and no policy of the log wants one."""
+    """The passkey check of a verified log's items, with the operators log's
+    ``lines`` (None: there is none); None when no record has a passkey and
+    no policy of the log wants one."""
     records = [canonical.loads(item) for item in items if item is not None]
     if not any("passkey" in r or _wants_passkeys(r) for r in records):
         return None
     passkeys = None
-    if operators is not None:
-        try:
-            lines = [line for line in operators.read_bytes().splitlines() if line.strip()]
-        except OSError as exc:
-            raise AuditError(f"cannot read the operators log {operators}: {exc}") from None
+    if lines is not None:
         agent_key = records[0].get("public_key") if records and records[0]["seq"] == 0 else None
         passkeys = operators_passkeys(lines, public_key=public_key, agent_key=agent_key)
     return check_records(records, passkeys)

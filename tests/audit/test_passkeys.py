@@ -232,3 +232,36 @@ def test_what_if_runs_the_passkey_signed_approvals_under_a_candidate(
     )
     status, out = run(["replay", str(signed.log), "--policy", str(candidate)], capsys)
     assert status == 0, out
+
+
+def test_a_store_s_passkey_signed_decisions_verify_against_its_operators_log(
+    postgres_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = GuardServer(tmp_path / "node", args=["--store", postgres_dsn]).start()
+    try:
+        with server.client(server.admin_token) as admin:
+            body = {"name": "alice", "role": "approver"}
+            token = admin.post("/v1/operators/tokens", json=body).json()["token"]
+            key = Authenticator(f"http://localhost:{server.port}")
+            with server.client(token) as alice:
+                options = alice.post("/v1/operators/passkeys/options").json()
+                alice.post("/v1/operators/passkeys", json=key.register(options))
+                admin.post("/v1/agents", json={"agent_id": "stored", "policy": POLICY})
+                admin.post("/v1/agents/stored/actions", json={"tool": "pay", "input": {}})
+                base = "/v1/agents/stored/actions/act-1"
+                opts = alice.get(f"{base}/approval-options").json()
+                answer = alice.post(
+                    f"{base}/approve", json={"passkey": key.assertion(opts["challenge"])}
+                )
+                assert answer.status_code == 200, answer.text
+        key_hex = server.public_key
+    finally:
+        server.kill()
+    status, out = run(["verify", "--store", postgres_dsn, "--public-key", key_hex], capsys)
+    assert status == 0, out
+    assert "passkeys:   1 signed decisions, every one verifies" in out
+    status, out = run(
+        ["verify", "--store", postgres_dsn, "--agent", "stored", "--public-key", key_hex], capsys
+    )
+    assert status == 0, out
+    assert "passkeys:   1 signed decisions, every one verifies" in out
