@@ -100,6 +100,7 @@ def check_records(
     ``passkeys`` None: no operators log was found, so none can be checked."""
     log_id: str | None = None
     requests: dict[str, tuple[str, str]] = {}  # action_id -> (request hash, tool)
+    held_by: dict[str, str] = {}  # action_id -> the policy rule that held it
     policy: Policy | None = None
     checked = 0
     failures: list[PasskeyFailure] = []
@@ -110,6 +111,9 @@ def check_records(
             log_id = record.get("log_id")
         if kind == Kind.ACTION_REQUESTED:
             requests[record["action_id"]] = (record["hash"], record["tool"])
+            continue
+        if kind == Kind.APPROVAL_REQUIRED and isinstance(record.get("rule"), str):
+            held_by[record["action_id"]] = record["rule"]
             continue
         if kind == Kind.POLICY:
             try:
@@ -125,7 +129,8 @@ def check_records(
         request = requests.get(record.get("action_id", ""))
         if "passkey" not in record:
             if request is not None and policy is not None:
-                if policy.passkey_needed(request[1], decision):
+                rule = held_by.get(record["action_id"])
+                if policy.passkey_needed(request[1], decision, rule):
                     failures.append(
                         PasskeyFailure(
                             seq, "the policy wants a passkey and none is there", decision
@@ -223,4 +228,6 @@ def _wants_passkeys(record: dict[str, Any]) -> bool:
     if not isinstance(policy, dict):
         return False
     rules = [*(policy.get("tools") or {}).values(), policy.get("default") or {}]
-    return any(isinstance(r, dict) and r.get("approval_passkey") for r in rules)
+    rules = [r for r in rules if isinstance(r, dict)]
+    inner = [x for r in rules if isinstance(r.get("rules"), list) for x in r["rules"]]
+    return any(isinstance(r, dict) and r.get("approval_passkey") for r in [*rules, *inner])

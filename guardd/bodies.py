@@ -83,6 +83,10 @@ class RuleBody:
     effect: Effect
     message: str = optional("A `deny` rule's message (in its denial's reason).")
     scar: Severity = optional("A `deny` rule's scar on each denial (default: none).")
+    approval_passkey: bool | Literal["both"] = optional(
+        "A `require_approval` rule's: each approval of a call it holds must carry the "
+        'approver\'s passkey assertion (`true`), and each rejection too (`"both"`).'
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -267,7 +267,7 @@ def _passkey_needed(state: AgentState, action: Action, decision: str, given: obj
     """Forbidden when the tool's rule wants ``decision`` signed by a passkey
     and none came with it (guardd checks one that came before it sends it)."""
     assert state.policy is not None
-    if given is None and state.policy.passkey_needed(action.tool, decision):
+    if given is None and state.policy.passkey_needed(action.tool, decision, action.rule):
         raise Forbidden(
             f"{decision} of {action.action_id} needs the approver's passkey: send `passkey`, "
             "an assertion made with the action's approval-options"
@@ -282,8 +282,8 @@ def approval_subject(state: AgentState, cmd: ApprovalSubject, now: float, lines:
         state.agent_id,
         action.action_id,
         action.request["hash"],
-        policy.passkey_needed(action.tool, "approve"),
-        policy.passkey_needed(action.tool, "reject"),
+        policy.passkey_needed(action.tool, "approve", action.rule),
+        policy.passkey_needed(action.tool, "reject", action.rule),
     )
 
 

@@ -35,6 +35,16 @@ MAX_NAME = 64
 MAX_KEY_PATH = 256
 
 
+# Whether a held call's approval must be signed by the approver's passkey:
+# false, true (approvals), or "both" (approvals and rejections).
+ApprovalPasskey = Literal[False, True, "both"]
+PASSKEY_BOTH = "both"
+
+
+def _wants(setting: ApprovalPasskey, decision: str) -> bool:
+    return setting is not False and (decision == "approve" or setting == PASSKEY_BOTH)
+
+
 @attrs.frozen
 class Rule:
     """One of a tool's ``rules``: when ``when`` is true, ``effect`` decides
@@ -46,6 +56,8 @@ class Rule:
     # A deny's own words and scar (the others take neither).
     message: Text | None = None
     scar: Severity | None = None
+    # A require_approval rule's: the calls it holds need passkey-signed decisions.
+    approval_passkey: ApprovalPasskey = False
 
 
 class Rules(tuple[Rule, ...]):
@@ -66,10 +78,6 @@ class Rules(tuple[Rule, ...]):
 NO_RULES = Rules()
 
 
-# Whether a held call's approval must be signed by the approver's passkey:
-# false, true (approvals), or "both" (approvals and rejections).
-ApprovalPasskey = Literal[False, True, "both"]
-PASSKEY_BOTH = "both"
 ApprovalCount = NewType("ApprovalCount", int)  # operators who must approve: 1 to MAX_APPROVALS
 MAX_APPROVALS = 10
 
@@ -153,13 +161,18 @@ class Policy:
         rule = self.tools.get(tool, self.default)
         return 1 if rule is None else rule.approvals_required
 
-    def passkey_needed(self, tool: str, decision: str) -> bool:
+    def passkey_needed(self, tool: str, decision: str, held_by: str | None = None) -> bool:
         """Whether an operator's ``decision`` (approve or reject) on a held call
-        of ``tool`` must carry a passkey assertion (agents_runtime.log.passkeys)."""
+        of ``tool`` must carry a passkey assertion (agents_runtime.log.passkeys):
+        as the tool's rule says, or the policy rule ``held_by`` that held it."""
         rule = self.tools.get(tool, self.default)
-        if rule is None or rule.approval_passkey is False:
+        if rule is None:
             return False
-        return decision == "approve" or rule.approval_passkey == PASSKEY_BOTH
+        if _wants(rule.approval_passkey, decision):
+            return True
+        if held_by is None:
+            return False
+        return any(r.name == held_by and _wants(r.approval_passkey, decision) for r in rule.rules)
 
     def approval_timeout(self, tool: str) -> Decimal | None:
         """Seconds a held call of ``tool`` may wait: its rule's (the tool's
@@ -270,6 +283,8 @@ def _rules(value: Any, _: Any) -> Rules:
             rule = _converter.structure(item, Rule)
             if rule.effect != Effect.DENY and (rule.message is not None or rule.scar is not None):
                 raise ValueError(f"only a {Effect.DENY} rule takes a message or a scar")
+            if rule.effect != Effect.REQUIRE_APPROVAL and rule.approval_passkey is not False:
+                raise ValueError(f"only a {Effect.REQUIRE_APPROVAL} rule takes approval_passkey")
             if rule.name in names:
                 raise ValueError(f"rule name {rule.name!r} is used twice")
             names.add(rule.name)
@@ -369,4 +384,6 @@ def rule_json(rule: Rule) -> dict[str, Any]:
         out["message"] = rule.message
     if rule.scar is not None:
         out["scar"] = rule.scar
+    if rule.approval_passkey is not False:
+        out["approval_passkey"] = rule.approval_passkey
     return out

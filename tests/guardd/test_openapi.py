@@ -317,7 +317,14 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
         "approvals_required",
         "approval_passkey",
     }
-    assert set(schemas["Rule"]["properties"]) == {"name", "when", "effect", "message", "scar"}
+    assert set(schemas["Rule"]["properties"]) == {
+        "name",
+        "when",
+        "effect",
+        "message",
+        "scar",
+        "approval_passkey",
+    }
     assert set(schemas["RateLimit"]["properties"]) == {"max_actions", "window_secs"}
     for name in ("Policy", "ToolRule", "RateLimit"):
         assert schemas[name]["additionalProperties"] is False

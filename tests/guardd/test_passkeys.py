@@ -390,3 +390,41 @@ def test_the_receipt_of_a_passkey_approval_proves_the_approver_to_the_executor(
             passkeys=trusted,
             **{**check, "agent_id": plain.agent_id, "tool": "search", "input": {"amount": 5}},
         )
+
+
+def test_a_policy_rule_wants_a_passkey_for_the_calls_it_holds_only(
+    api: Api, alice: Session, alice_key: Authenticator
+) -> None:
+    big = {
+        "name": "big",
+        "when": "double(input.amount) > 100.0",
+        "effect": "require_approval",
+        "approval_passkey": True,
+    }
+    policy = {
+        "budget": 1000,
+        "scar_limit": 10,
+        "tools": {"pay": {"requires_approval": True, "rules": [big]}},
+    }
+    agent = api.create(policy=policy)
+    small = ok(agent.act("pay", input={"amount": 5}))["action_id"]
+    large = ok(agent.act("pay", input={"amount": 500}))["action_id"]
+    assert ok(alice.post(f"{agent.path}/actions/{small}/approve", json={}))["decision"] == "allowed"
+    refused = assert_error(
+        alice.post(f"{agent.path}/actions/{large}/approve", json={}), 403, "forbidden"
+    )
+    assert refused["error"].startswith(f"approve of {large} needs the approver's passkey")
+    assert options(alice, agent, large)["passkey_required"] is True
+    assertion = alice_key.assertion(options(alice, agent, large)["challenge"])
+    assert ok(approve(alice, agent, large, assertion))["decision"] == "allowed"
+
+
+def test_only_a_require_approval_rule_takes_approval_passkey(api: Api) -> None:
+    rule = {"name": "r", "when": "true", "effect": "allow", "approval_passkey": True}
+    policy = {"budget": 10, "scar_limit": 10, "tools": {"pay": {"rules": [rule]}}}
+    refused = assert_error(
+        api.admin.post("/v1/agents", json={"agent_id": "bad-rule", "policy": policy}),
+        400,
+        "bad_request",
+    )
+    assert "only a require_approval rule takes approval_passkey" in refused["error"]
