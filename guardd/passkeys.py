@@ -36,7 +36,7 @@ import attrs
 from webauthn import generate_registration_options, options_to_json, verify_registration_response
 from webauthn.helpers import decode_credential_public_key
 from webauthn.helpers.cose import COSEAlgorithmIdentifier
-from webauthn.helpers.exceptions import InvalidRegistrationResponse
+from webauthn.helpers.exceptions import InvalidRegistrationResponse, WebAuthnException
 from webauthn.helpers.structs import (
     AttestationConveyancePreference,
     AuthenticatorSelectionCriteria,
@@ -218,8 +218,10 @@ class Passkeys:
                 supported_pub_key_algs=ALGORITHMS,
             )
         except InvalidRegistrationResponse as exc:
-            raise ApiForbidden(f"passkey registration does not verify: {exc}") from None
-        except (ValueError, KeyError, TypeError):
+            why = str(exc).replace(" See __cause__ for more info", "")  # the library's hint
+            raise ApiForbidden(f"passkey registration does not verify: {why}") from None
+        except (WebAuthnException, ValueError, KeyError, TypeError, IndexError):
+            # An attestation the library cannot even read (CBOR, key, JSON).
             raise BadRequest("the body is no WebAuthn registration credential") from None
         credential_id = b64url(verified.credential_id)
         alg = int(decode_credential_public_key(verified.credential_public_key).alg)

@@ -126,7 +126,9 @@ async def outcome(
     errors=("invalid_state",),
     description=_PENDING_ONLY + " The same operator twice is 409 (`already approved by "
     "you`); the operator who asked for the action on its agent's behalf is 403 (not the "
-    "admin token).",
+    "admin token). Where the rule says `approval_passkey`, the body's `passkey` must be "
+    "an assertion made with the action's approval-options: 403 naming what failed "
+    "otherwise, and nothing is written.",
 )
 async def approve(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.ApproveBody

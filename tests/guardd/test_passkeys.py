@@ -428,3 +428,39 @@ def test_only_a_require_approval_rule_takes_approval_passkey(api: Api) -> None:
         "bad_request",
     )
     assert "only a require_approval rule takes approval_passkey" in refused["error"]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        pytest.param({}, id="empty"),
+        pytest.param({"clientDataJSON": "e30", "attestationObject": "AAAA"}, id="not-cbor"),
+        pytest.param({"clientDataJSON": 5, "attestationObject": None}, id="wrong-types"),
+    ],
+)
+def test_a_malformed_registration_is_400_and_writes_nothing(
+    api: Api, alice: Session, response: dict[str, Any]
+) -> None:
+    before = (api.server.data_dir / "operators.jsonl").read_bytes()
+    body = {"id": "AAAA", "rawId": "AAAA", "type": "public-key", "response": response}
+    answer = alice.post("/v1/operators/passkeys", json=body)
+    assert answer.status_code in (400, 403), answer.text
+    assert (api.server.data_dir / "operators.jsonl").read_bytes() == before
+
+
+def test_a_malformed_assertion_is_400(api: Api, alice: Session) -> None:
+    agent, action_id = held(api)
+    refused = assert_error(approve(alice, agent, action_id, {"id": 1}), 400, "bad_request")
+    assert refused["error"].startswith("passkey is no WebAuthn assertion")
+
+
+def test_an_unreadable_attestation_answering_a_real_challenge_is_refused_saying_so(
+    api: Api, alice: Session, origin: str
+) -> None:
+    options_ = ok(alice.post("/v1/operators/passkeys/options"))
+    credential = Authenticator(origin).register(options_)
+    credential["response"]["attestationObject"] = b64url(b"\xa1\x63fmt\x01")  # CBOR, no authData
+    refused = assert_error(alice.post("/v1/operators/passkeys", json=credential), 403, "forbidden")
+    assert refused["error"] == (
+        "passkey registration does not verify: attestationObject was malformed."
+    )
