@@ -5,15 +5,19 @@ builds every WebAuthn byte as a real one does."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agents_runtime.log import canonical
 from agents_runtime.log.passkeys import b64url, binding, unb64url
+from audit.cli import main as audit_main
 from client_sdk import ReceiptError, verify_receipt
 from tests.guardd.conftest import Agent, Api, Session, assert_error, ok
 from tests.support.authenticator import UP, Authenticator
+from tests.support.oidc_provider import CLIENT_ID, ROLES, OidcProvider
+from tests.support.server import GuardServer
 
 POLICY = {
     "budget": 1000,
@@ -464,3 +468,33 @@ def test_an_unreadable_attestation_answering_a_real_challenge_is_refused_saying_
     assert refused["error"] == (
         "passkey registration does not verify: attestationObject was malformed."
     )
+
+
+def test_a_person_signed_in_registers_a_passkey_and_signs_an_approval_with_it(
+    tmp_path: Path, oidc_provider: OidcProvider
+) -> None:
+    env = {
+        "GUARD_OIDC_ISSUER": oidc_provider.issuer,
+        "GUARD_OIDC_CLIENT_ID": CLIENT_ID,
+        "GUARD_OIDC_ROLES": ROLES,
+    }
+    server = GuardServer(tmp_path / "guard-data", env=env).start()
+    try:
+        key = Authenticator(f"http://localhost:{server.port}", alg="EdDSA")
+        with server.client(oidc_provider.id_token("alice")) as alice:
+            options_ = alice.post("/v1/operators/passkeys/options").json()
+            registered = alice.post("/v1/operators/passkeys", json=key.register(options_))
+            assert registered.status_code == 201, registered.text
+            by_id = f"oidc:{oidc_provider.issuer}#alice"
+            assert registered.json()["by_id"] == by_id
+            alice.post("/v1/agents", json={"agent_id": "sso-payer", "policy": POLICY})
+            with server.client(server.admin_token) as admin:
+                admin.post("/v1/agents/sso-payer/actions", json={"tool": "pay", "input": {}})
+            base = "/v1/agents/sso-payer/actions/act-1"
+            opts = alice.get(f"{base}/approval-options").json()
+            assert opts["binding"]["by_id"] == by_id
+            body = {"passkey": key.assertion(opts["challenge"])}
+            assert alice.post(f"{base}/approve", json=body).json()["decision"] == "allowed"
+        assert audit_main(["verify", str(server.data_dir / "agents" / "sso-payer.jsonl")]) == 0
+    finally:
+        server.kill()
