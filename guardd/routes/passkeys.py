@@ -67,6 +67,7 @@ async def proof(
     "Begin registering a passkey",
     caller=OPERATOR,
     reply=Reply(replies.PasskeyCreationOptions, "The creation options for the browser."),
+    person=True,
     description="Any operator who is a person or holds an operator token, whatever "
     "their role. The challenge is good once, for five minutes, on this node."
     + _NO_PASSKEY_OF_ADMIN,
@@ -83,6 +84,7 @@ async def creation_options(service: Service, who: Caller) -> Response:
     caller=OPERATOR,
     body=bodies.PasskeyCredential,
     reply=Reply(replies.Passkey, "The passkey, registered.", 201),
+    person=True,
     writes=True,
     errors=("invalid_state",),
     description="The body is the browser's answer to the creation options. guardd "
@@ -139,6 +141,7 @@ async def revoke(service: Service, who: Caller, credential_id: str) -> Response:
     role=APPROVER,
     query=(DECISION,),
     reply=Reply(replies.ApprovalOptions, "The request options for the browser."),
+    person=True,
     errors=("invalid_state",),
     description="The challenge is the binding of this decision by the caller: "
     "SHA-256 of the RFC 8785 form of `binding`. 409 unless the action is pending; 403 "

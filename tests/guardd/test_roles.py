@@ -88,11 +88,14 @@ def _operations() -> Iterator[Any]:
                     path,
                     operation["x-guard-caller"],
                     operation.get("x-guard-role"),
+                    operation.get("x-guard-person", False),
                     id=f"{method}-{path}",
                 )
 
 
-def _allowed(credential: Credential, caller: str, role: str | None) -> bool:
+def _allowed(credential: Credential, caller: str, role: str | None, person: bool) -> bool:
+    if person and credential.kind == "admin_token":
+        return False  # no person: it holds no passkey
     if credential.kind == "agent_token":
         return caller == "agent" and credential.own  # token_agent: below
     if caller in ("agent", "operator"):
@@ -109,12 +112,13 @@ def _path(path: str, callers: Callers) -> str:
         "grant_id": "grt-999999",
         "token_id": "opt-999999",
         "policy_name": "no-such-policy",
+        "credential_id": "never-registered",
     }
     return re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
 
 
 @pytest.mark.parametrize("credential", [pytest.param(c, id=c.id) for c in CREDENTIALS])
-@pytest.mark.parametrize(("method", "path", "caller", "role"), list(_operations()))
+@pytest.mark.parametrize(("method", "path", "caller", "role", "person"), list(_operations()))
 def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
     api: Api,
     callers: Callers,
@@ -123,6 +127,7 @@ def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
     path: str,
     caller: str,
     role: str | None,
+    person: bool,
 ) -> None:
     if credential.kind == "operator_token" and credential.role not in callers.sessions:
         pytest.skip("this guardd has no operator tokens")
@@ -136,12 +141,14 @@ def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
         else:
             assert_error(answer, 403, "forbidden")
         return
-    if _allowed(credential, caller, role):
+    if _allowed(credential, caller, role, person):
         assert answer.status_code not in (401, 403), answer.text
         return
     message = assert_error(answer, 403, "forbidden")["error"]
     if credential.kind == "agent_token" and caller == "agent":
         assert message == "an agent token may act on its own agent only"
+    elif person and credential.kind == "admin_token":
+        assert message.startswith("the admin token is no person")
     elif role is not None:
         assert f"the {role} role" in message
 
