@@ -101,6 +101,17 @@ def wall_clock() -> float:
     return time.time()
 
 
+def _verified(upto: Committed) -> Checkpoint:
+    """The committed head as a checkpoint a rebuild must reach, vouching for
+    the records up to it: this node verified each of them (signature
+    included) before it folded or committed it, so a chain of hashes that
+    reaches the head's hash holds those same records, and their signatures
+    need no check again (the rule a signed checkpoint follows at a start).
+    A lost race then costs the hashes of the rows it reads, not their
+    Ed25519 checks."""
+    return Checkpoint(upto.head.seq, upto.head.hash, signed=True)
+
+
 def _refuse_write(fields: dict[str, Any]) -> Sealed:
     raise ReadOnly(READ_ONLY)
 
@@ -530,7 +541,11 @@ class AgentActor:
                 return None
             lines = self.log.read_after(snapshot.head.seq, upto)
             verifier = ChainVerifier.following(
-                snapshot.head, public_key=self.public_key, log_id=agent_id, signer=self.signer
+                snapshot.head,
+                public_key=self.public_key,
+                log_id=agent_id,
+                signer=self.signer,
+                checkpoint=_verified(upto),
             )
             for line in lines:
                 apply(state, verifier.feed(line))
@@ -542,7 +557,6 @@ class AgentActor:
         return state
 
     def _reload(self, upto: Committed) -> Loaded:
-        checkpoint = Checkpoint(upto.head.seq, upto.head.hash)
         contents = self.log.read(upto)
         agent_id = self.state.agent_id
         return replay(
@@ -550,7 +564,7 @@ class AgentActor:
             contents,
             self.public_key,
             signer=self.signer,
-            checkpoint=checkpoint,
+            checkpoint=_verified(upto),
             idempotency_retention=self.state.idempotency_retention,
         )
 

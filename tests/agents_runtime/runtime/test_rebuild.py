@@ -99,3 +99,47 @@ async def test_a_rebuild_starts_from_the_snapshot_and_folds_the_rows_after_it(
         # It goes on serving from the rebuilt state.
         await _serve(registry, 1)
         assert actor.state.action_count == 6
+
+
+@pytest.mark.parametrize("snapshot", [False, True], ids=["from-genesis", "from-snapshot"])
+async def test_a_rebuild_checks_the_hashes_of_records_this_node_verified_not_their_signatures(
+    postgres_dsn: str, tmp_path: Path, snapshot: bool
+) -> None:
+    """The records up to the committed head were verified, signatures
+    included, before this node folded or committed them: a rebuild (a lost
+    race) holds them to the head's hash only. A signature replaced behind the
+    node, the record's content and hash unchanged, is not read again."""
+    from agents_runtime.log import canonical
+    from agents_runtime.log.postgres.store import PgStore
+    from tests.support.postgres import run_sql
+
+    write_test_keys(tmp_path)
+    first = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+    first.prepare()
+    first.close()
+
+    def make_store() -> LogStore:
+        return PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+
+    async with _running(make_store, tmp_path) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(100)))
+        await _serve(registry, 3)
+        if snapshot:
+            await registry.save_checkpoints()
+            await registry.save_snapshots()
+        await _serve(registry, 2)
+        actor = registry.actors[AGENT]
+        last = actor.committed.head.seq
+        line = (await actor.log.lines([last], actor.committed))[last]
+        changed = line.replace(canonical.loads(line)["sig"].encode(), b"0" * 128)
+        await asyncio.to_thread(
+            run_sql,
+            postgres_dsn,
+            "update guard_logs set line = $1 where agent_id = $2 and seq = $3",
+            changed,
+            AGENT,
+            last,
+        )
+        assert await actor.rebuild(actor.committed) is None
+        assert (actor.rebuilt_from is not None) == snapshot
+        assert actor.state.action_count == 5
