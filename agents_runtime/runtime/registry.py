@@ -70,7 +70,7 @@ from agents_runtime.errors import (
     StoreUnavailable,
 )
 from agents_runtime.log import canonical
-from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
+from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFile, CheckpointFileError
 from agents_runtime.log.keys import KeyRing, Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
@@ -165,9 +165,9 @@ class Registry:
         # was quarantined: the metrics read this, never the store.
         self.quarantined_bytes: dict[str, int] = {}
         self._creating: set[str] = set()
-        # A shared store's agents this node has not loaded yet, each with the
-        # checkpoint read at startup (None: none); loaded on first use.
-        self.unloaded: dict[str, Checkpoint | None] = {}
+        # A shared store's agents this node has not loaded yet (each loaded,
+        # its checkpoint file read, on first use).
+        self.unloaded: set[str] = set()
         self._discovering: dict[str, asyncio.Task[AgentActor]] = {}
         self._found_serving: set[str] = set()  # quarantined after startup
         self._found_loading: set[str] = set()  # quarantined when first used
@@ -220,10 +220,11 @@ class Registry:
         scan = self.store.scan()
         for line in scan.odd:
             log.warning("%s", line)
-        checkpoints = self._read_checkpoints(scan.agent_ids)
+        lazy = self.store.others_create_agents
+        checkpoints = self._read_checkpoints(scan.agent_ids, each=not lazy)
         ids = [agent_id for agent_id in scan.agent_ids if agent_id not in self.quarantined]
-        if self.store.others_create_agents:
-            self.unloaded = {agent_id: checkpoints.get(agent_id) for agent_id in ids}
+        if lazy:
+            self.unloaded = set(ids)
             ids = []
         logs = _load_logs(
             self.store,
@@ -243,47 +244,18 @@ class Registry:
             self.quarantined_bytes.update(self.store.sizes(sorted(self.quarantined)))
         return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
 
-    def _read_checkpoints(self, ids: list[str]) -> dict[str, Checkpoint]:
-        """Each agent's checkpoint: a signed one that verifies under the
-        audit key for this agent (marked signed: the records up to it need
-        no signature check), or an older unsigned one (held against the log
-        as before); a signed one that does not verify is ignored. One that
-        cannot be read quarantines its agent; so does a checkpoint whose log
-        is gone, the whole log being the furthest a log can be cut."""
+    def _read_checkpoints(self, ids: list[str], *, each: bool = True) -> dict[str, Checkpoint]:
+        """Each agent's checkpoint (``_checkpoint``; not read when ``each``
+        is false: a shared store's agent has its own read at its first use);
+        and a checkpoint whose log is gone quarantines its agent, the whole
+        log being the furthest a log can be cut."""
         if not self.ring.read_only:
             self.checkpoints.prepare()
         found: dict[str, Checkpoint] = {}
-        public_key = self.ring.public_key
-        for agent_id in ids:
-            try:
-                stored = self.checkpoints.read(agent_id)
-            except CheckpointFileError as exc:
-                self._quarantine(agent_id, Failure(0, None, CHECKPOINT_UNREADABLE), str(exc))
-                continue
-            if stored is None:
-                continue
-            if not stored.is_signed_note:
-                # An older version's one-line file: held against the log as
-                # before, vouching for no signature; not in _saved_seq, so
-                # the next round replaces it with a signed one.
-                found[agent_id] = stored.checkpoint
-                self._unsigned.add(agent_id)
-                continue
-            checkpoint = stored.trusted(public_key, agent_id)
-            if checkpoint is None:
-                # Never trusted, not even for its seq: one copied from another
-                # agent would quarantine a sound log. The log is verified
-                # whole, and a signed checkpoint written from it.
-                log.warning(
-                    "agent %s: ignoring its checkpoint %s: %s; verifying every signature",
-                    agent_id,
-                    self.checkpoints.path(agent_id),
-                    stored.problem(public_key, agent_id),
-                )
-                self._forged.add(agent_id)
-                continue
-            found[agent_id] = checkpoint
-            self._saved_seq[agent_id] = checkpoint.seq
+        for agent_id in ids if each else ():
+            checkpoint = self._checkpoint(agent_id, self._checkpoint_file(agent_id))
+            if checkpoint is not None:
+                found[agent_id] = checkpoint
         known = set(ids)
         for agent_id in self.checkpoints.agent_ids():
             if agent_id in known:
@@ -299,6 +271,57 @@ class Registry:
                 f"it has a checkpoint ({self.checkpoints.path(agent_id)}) but no log",
             )
         return found
+
+    def _checkpoint_file(
+        self, agent_id: str
+    ) -> tuple[CheckpointFile | CheckpointFileError | None, str | None]:
+        """The agent's checkpoint file as read (None: it has none; the error
+        when it cannot be read), and when it is a signed note, why it cannot
+        be trusted (None: it can). Touches nothing of the registry: a shared
+        store's first use runs it on a thread."""
+        try:
+            stored = self.checkpoints.read(agent_id)
+        except CheckpointFileError as exc:
+            return exc, None
+        if stored is None or not stored.is_signed_note:
+            return stored, None
+        return stored, stored.problem(self.ring.public_key, agent_id)
+
+    def _checkpoint(
+        self, agent_id: str, read: tuple[CheckpointFile | CheckpointFileError | None, str | None]
+    ) -> Checkpoint | None:
+        """The checkpoint the agent's log is held to: a signed one that
+        verifies under the audit key for this agent (marked signed: the
+        records up to it need no signature check), or an older unsigned one
+        (held against the log as before); a signed one that does not verify
+        is ignored. One that cannot be read quarantines the agent."""
+        stored, problem = read
+        if isinstance(stored, CheckpointFileError):
+            self._quarantine(agent_id, Failure(0, None, CHECKPOINT_UNREADABLE), str(stored))
+            return None
+        if stored is None:
+            return None
+        if not stored.is_signed_note:
+            # An older version's one-line file: held against the log as
+            # before, vouching for no signature; not in _saved_seq, so the
+            # next round replaces it with a signed one.
+            self._unsigned.add(agent_id)
+            return stored.checkpoint
+        if problem is not None:
+            # Never trusted, not even for its seq: one copied from another
+            # agent would quarantine a sound log. The log is verified whole,
+            # and a signed checkpoint written from it.
+            log.warning(
+                "agent %s: ignoring its checkpoint %s: %s; verifying every signature",
+                agent_id,
+                self.checkpoints.path(agent_id),
+                problem,
+            )
+            self._forged.add(agent_id)
+            return None
+        checkpoint = attrs.evolve(stored.checkpoint, signed=True)
+        self._saved_seq[agent_id] = checkpoint.seq
+        return checkpoint
 
     def _quarantine(self, agent_id: str, failure: Failure, detail: str | None = None) -> None:
         self.quarantined[agent_id] = failure
@@ -560,6 +583,15 @@ class Registry:
         if not contents.lines:
             raise NotFound(f"no agent {agent_id}")
         ring = self.ring
+        read = await asyncio.to_thread(self._checkpoint_file, agent_id)
+        actor = self.actors.get(agent_id)
+        if actor is not None:  # created here meanwhile
+            return actor
+        checkpoint = self._checkpoint(agent_id, read)
+        if agent_id in self.quarantined:  # its checkpoint cannot be read
+            self.unloaded.discard(agent_id)
+            self._found_loading.add(agent_id)
+            self.ref(agent_id)  # raises Quarantined
         snapshot, problem = await asyncio.to_thread(
             read_snapshot, self.store, agent_id, ring.public_key
         )
@@ -569,7 +601,7 @@ class Registry:
             contents,
             ring.public_key,
             signer=ring.signer,
-            checkpoint=self.unloaded.get(agent_id),
+            checkpoint=checkpoint,
             snapshot=snapshot,
             idempotency_retention=self.idempotency_retention,
         )
@@ -578,7 +610,7 @@ class Registry:
         actor = self.actors.get(agent_id)
         if actor is not None:  # created here meanwhile
             return actor
-        self.unloaded.pop(agent_id, None)
+        self.unloaded.discard(agent_id)
         if not self._adopt(loaded):
             self.quarantined_bytes[agent_id] = contents.valid_length
             self._found_loading.add(agent_id)
@@ -651,7 +683,7 @@ class Registry:
             raise StoreUnavailable(UNREACHABLE) from None
         for agent_id in scan.agent_ids:
             if not self.exists(agent_id) and agent_id not in self._creating:
-                self.unloaded[agent_id] = None
+                self.unloaded.add(agent_id)
 
     # -- creation ------------------------------------------------------------
 

@@ -161,3 +161,32 @@ def test_a_named_policy_reaches_followers_the_node_has_not_loaded(nodes: Nodes) 
     assert put["agents"] == sorted(followers)
     for agent_id in followers:
         assert ok(nodes.one.admin.get(f"/v1/agents/{agent_id}"))["budget"] == 70
+
+
+def test_a_log_cut_behind_the_nodes_checkpoint_is_quarantined_on_first_use(nodes: Nodes) -> None:
+    (agent,) = _agents(nodes, 1)
+    there = nodes.agent_on(nodes.two, agent)
+    for _ in range(3):
+        ok(there.act("search"))
+    nodes.two.server.restart()  # a graceful stop writes its checkpoint at the head
+    run_sql(nodes.dsn, "delete from guard_logs where agent_id = $1 and seq > 3", agent.agent_id)
+    assert _states(nodes.two)[agent.agent_id] == "unloaded"
+    refused = assert_error(there.client.get(agent.path), 503, "quarantined")
+    assert "failed verification when it was first used" in refused["error"]
+    assert "checkpoint" in refused["error"]
+
+
+def test_an_unreadable_checkpoint_is_found_on_first_use_not_at_the_start(nodes: Nodes) -> None:
+    (agent,) = _agents(nodes, 1)
+    there = nodes.agent_on(nodes.two, agent)
+    ok(there.act("search"))
+    server = nodes.two.server
+    server.stop()
+    checkpoint = server.data_dir / "store-checkpoints" / f"{agent.agent_id}.checkpoint"
+    assert checkpoint.exists()
+    checkpoint.write_bytes(b"not a checkpoint\n")
+    server.start()
+    assert _states(nodes.two)[agent.agent_id] == "unloaded"
+    refused = assert_error(there.act("search"), 503, "quarantined")
+    assert "failed verification when it was first used" in refused["error"]
+    assert _states(nodes.two)[agent.agent_id] == "quarantined"
