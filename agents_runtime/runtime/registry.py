@@ -133,6 +133,7 @@ class LoadSummary:
     torn: list[str]  # agents whose torn tail was moved aside
     removed: int  # unfinished creations cleaned up
     odd: list[str] = attrs.field(factory=list)  # one line per odd entry of agents/, skipped
+    unloaded: int = 0  # a shared store's agents, each loaded on its first use
 
 
 class Registry:
@@ -242,7 +243,9 @@ class Registry:
         self.fleet.load()
         if self.quarantined:  # one request to the store, before serving
             self.quarantined_bytes.update(self.store.sizes(sorted(self.quarantined)))
-        return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
+        return LoadSummary(
+            len(self.actors), dict(self.quarantined), torn, removed, scan.odd, len(self.unloaded)
+        )
 
     def _read_checkpoints(self, ids: list[str], *, each: bool = True) -> dict[str, Checkpoint]:
         """Each agent's checkpoint (``_checkpoint``; not read when ``each``

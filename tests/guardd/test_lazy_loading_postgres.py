@@ -89,6 +89,8 @@ def test_a_node_starts_without_loading_its_agents_and_loads_each_on_first_use(
     agents = _agents(nodes)
     nodes.two.server.restart()
     assert ok(httpx.get(f"{nodes.two.server.url}/healthz")) == {"ok": True}
+    banner = f"agents: 0 loaded, 0 quarantined, {AGENTS} loaded on first use"
+    assert banner in nodes.two.server.read_output()
     assert set(_states(nodes.two).values()) == {"unloaded"}
     assert _by_state(nodes.two) == {
         "active": 0,
