@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 from cel_expr_python import cel
 
+from agents_runtime.core._cel_cost import CostError, check_cost
 from agents_runtime.log.canonical import MAX_SAFE_INT
 
 _T = cel.Type
@@ -102,7 +103,8 @@ class Condition:
 
 def compile_condition(text: str) -> Condition:
     """Compile and type-check ``text``, or raise ValueError with
-    ``line L column C: what is wrong``."""
+    ``line L column C: what is wrong`` (a construct whose cost grows faster
+    than the input it reads is refused too: ``_cel_cost``)."""
     try:
         program = _ENV.compile(text)
     except RuntimeError as exc:
@@ -117,6 +119,12 @@ def compile_condition(text: str) -> Condition:
     returns = program.return_type()
     if returns != _BOOL and returns != _DYN:
         raise ValueError(f"must be a boolean expression, not {returns.name().lower()}")
+    try:
+        check_cost(text, program.serialize())
+    except CostError as exc:
+        line = text.count("\n", 0, exc.offset) + 1
+        column = exc.offset - (text.rfind("\n", 0, exc.offset) + 1) + 1
+        raise ValueError(f"line {line} column {column}: {exc}") from None
     return Condition(text, program, Reads.of_text(text))
 
 

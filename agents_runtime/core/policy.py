@@ -33,6 +33,10 @@ Text = NewType("Text", str)
 MAX_TOOL_NAME = 128
 MAX_NAME = 64
 MAX_KEY_PATH = 256
+# The `when`s of one rule list, in characters, all told: what remains of a
+# decision's cost once the cost check has refused what grows faster than
+# the input (conditions.py) is the expressions' size times the input's.
+MAX_RULES_TEXT = 4096
 
 
 @attrs.frozen
@@ -260,6 +264,10 @@ def _rules(value: Any, _: Any) -> Rules:
             errors.append(exc)
     if errors:
         raise ExceptionGroup("invalid rules", errors)
+    if (size := sum(len(rule.when.text) for rule in result)) > MAX_RULES_TEXT:
+        raise ValueError(
+            f"the when expressions hold {size} characters in all, more than {MAX_RULES_TEXT}"
+        )
     return Rules(tuple(result))
 
 
