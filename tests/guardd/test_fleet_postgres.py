@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,23 @@ from agents_runtime.log import canonical
 from agents_runtime.log.keys import load_keys
 from agents_runtime.log.policies import seal_version, verify_versions
 from tests.guardd.conftest import Api, ok
-from tests.support.postgres import run_sql, store_lines
+from tests.support.postgres import run_sql
 from tests.support.server import GuardServer
 
 POLICY: dict[str, Any] = {"budget": 10, "scar_limit": 30, "tools": {"search": {"cost": 1}}}
+FLEET = 1_000  # followers of one named policy, as the issue asks
+
+
+def follow(apis: list[Api], ids: list[str]) -> None:
+    """Create the agents of ``ids`` following ``fleet``, a few at a time,
+    each on the node of ``apis`` its place in ``ids`` picks."""
+
+    def create(n: int) -> None:
+        body = {"agent_id": ids[n], "policy_ref": "fleet"}
+        ok(apis[n % len(apis)].admin.post("/v1/agents", json=body), 201)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(create, range(len(ids))))
 
 
 def node(data_dir: Path, dsn: str) -> GuardServer:
@@ -41,9 +55,27 @@ def two(postgres_dsn: str, tmp_path: Path) -> Iterator[tuple[Api, Api]]:
             api.server.kill()
 
 
-def newest_policy(dsn: str, agent_id: str) -> dict[str, Any]:
-    records = [canonical.loads(line) for line in store_lines(dsn, agent_id)]
-    return [r for r in records if r["kind"] == "policy"][-1]  # type: ignore[no-any-return]
+def newest_versions(dsn: str, ids: list[str]) -> dict[str, tuple[str, int]]:
+    """Agent ID -> (policy_ref, version) of its newest policy record, read
+    in one query (one connection per agent would be most of the test)."""
+
+    async def fetch() -> list[Any]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await conn.fetch(
+                "select agent_id, line from guard_logs where agent_id = any($1::text[])"
+                " order by agent_id, seq",
+                ids,
+            )
+        finally:
+            await conn.close()
+
+    newest: dict[str, tuple[str, int]] = {}
+    for row in asyncio.run(fetch()):
+        record = canonical.loads(bytes(row["line"]))
+        if record["kind"] == "policy":
+            newest[row["agent_id"]] = (record.get("policy_ref"), record.get("version"))
+    return newest
 
 
 def test_a_version_put_on_one_node_reaches_followers_created_on_both(
@@ -51,17 +83,13 @@ def test_a_version_put_on_one_node_reaches_followers_created_on_both(
 ) -> None:
     one, other = two
     ok(one.admin.put("/v1/policies/fleet", json=POLICY))
-    ids = [f"pg-{n}" for n in range(40)]
-    for n, agent_id in enumerate(ids):
-        api = one if n % 2 else other
-        ok(api.admin.post("/v1/agents", json={"agent_id": agent_id, "policy_ref": "fleet"}), 201)
+    ids = [f"pg-{n}" for n in range(FLEET)]
+    follow([other, one], ids)
     put = ok(other.admin.put("/v1/policies/fleet", json={**POLICY, "budget": 20}))
     assert (put["version"], put["agents"]) == (2, sorted(ids))
-    for agent_id in ids:
-        newest = newest_policy(postgres_dsn, agent_id)
-        assert (newest["policy_ref"], newest["version"]) == ("fleet", 2)
+    assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 2))
     shown = ok(one.admin.get("/v1/policies/fleet"))
-    assert (shown["version"], shown["policy"]["budget"], len(shown["agents"])) == (2, 20, 40)
+    assert (shown["version"], shown["policy"]["budget"], len(shown["agents"])) == (2, 20, FLEET)
 
 
 def test_a_version_stored_before_a_crash_reaches_each_follower_when_it_is_loaded(
@@ -71,10 +99,8 @@ def test_a_version_stored_before_a_crash_reaches_each_follower_when_it_is_loaded
     api = Api(server)
     try:
         ok(api.admin.put("/v1/policies/fleet", json=POLICY))
-        ids = [f"pg-{n}" for n in range(30)]
-        for agent_id in ids:
-            body = {"agent_id": agent_id, "policy_ref": "fleet"}
-            ok(api.admin.post("/v1/agents", json=body), 201)
+        ids = [f"pg-{n}" for n in range(FLEET)]
+        follow([api], ids)
         server.kill()
         # What a node killed right after storing version 2 leaves: the
         # signed row, and no follower's log holding it yet.
@@ -90,17 +116,17 @@ def test_a_version_stored_before_a_crash_reaches_each_follower_when_it_is_loaded
             2,
             v2.line,
         )
-        assert {newest_policy(postgres_dsn, a)["version"] for a in ids} == {1}
+        assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 1))
         server.start()
         # A node on a shared store loads each agent on its first use, and
         # finishes the fan-out for it before it answers anything.
-        assert {newest_policy(postgres_dsn, a)["version"] for a in ids} == {1}
+        assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 1))
         assert ok(api.admin.get("/v1/agents/pg-1"))["budget"] == 30
-        assert newest_policy(postgres_dsn, "pg-1")["version"] == 2
+        assert newest_versions(postgres_dsn, ["pg-1"]) == {"pg-1": ("fleet", 2)}
         # A named policy's listing loads them all (followers are known from
         # the logs only): each gets the version then.
-        assert len(ok(api.admin.get("/v1/policies/fleet"))["agents"]) == 30
-        assert {newest_policy(postgres_dsn, a)["version"] for a in ids} == {2}
+        assert len(ok(api.admin.get("/v1/policies/fleet"))["agents"]) == FLEET
+        assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 2))
     finally:
         api.close()
         server.kill()
