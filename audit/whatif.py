@@ -53,7 +53,7 @@ from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import ZERO_HASH, Head, Sealed
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
-from audit.replay import Folded, command_for
+from audit.replay import Folded, command_for, continues
 from audit.source import Source, data_dir_agent_id, read_source, shown
 from audit.stored import STORE_KEY, StoreReader, trusted_key
 from audit.verification import verify_source, verify_text
@@ -205,9 +205,14 @@ def what_if(
     sim = _Simulation(records[0], candidate)
     policies = [i for i, r in enumerate(records) if r["kind"] == Kind.POLICY]
     first_policy = policies[0] if policies else len(records)
+    previous: dict[str, Any] = {}
     for record in records[first_policy + 1 :]:
-        if record["kind"] != Kind.POLICY:
+        # A record that continues the step before it (a rejection's scar,
+        # signed by the operator who rejected) is that step's, which the
+        # candidate writes for itself: run on its own it would count twice.
+        if record["kind"] != Kind.POLICY and not continues(record, previous):
             sim.run(record)
+        previous = record
     if records:
         sim.ts = records[-1]["ts"]
         run_steps(expire_due(sim.state, parse_ts(records[-1]["ts"])), sim.write)

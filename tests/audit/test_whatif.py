@@ -436,3 +436,25 @@ async def test_a_log_written_under_rules_replays_exactly_and_changes_nothing_und
     assert status == 0, out
     result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=RULED_TOOLS)))
     assert (result["decisions"], result["changed"]) == (7, 0)
+
+
+async def test_a_rejections_own_scar_counts_once_under_the_candidate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One severe scar (10) is below the scar limit of 15; counted twice (the
+    # rejection run again writes it, and its record run as an operator's scar
+    # would write it again) it would end the agent before act-2.
+    async def rejected_with_scar(agent: Harness) -> None:
+        await agent.ask(c.RequestAction("send", {"to": "eve"}))  # act-1 held
+        await agent.ask(c.Reject("act-1", "bob", "no", "severe"))  # denied:rejected, scar
+        await agent.ask(c.RequestAction("read", {"q": "a"}))  # act-2 allowed
+
+    async with running_agent(
+        tmp_path / "data", policy(budget=20, scar_limit=15, tools=TOOLS)
+    ) as agent:
+        await rejected_with_scar(agent)
+        log = agent.path
+    path = tmp_path / "candidate.json"
+    path.write_text(json.dumps({"budget": 20, "scar_limit": 15, "tools": TOOLS}))
+    result = report(capsys, str(log), "--policy", str(path))
+    assert (result["decisions"], result["changed"], result["by_change"]) == (2, 0, {})
