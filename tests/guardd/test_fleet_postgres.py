@@ -92,11 +92,13 @@ def test_a_version_put_on_one_node_reaches_followers_created_on_both(
     assert (shown["version"], shown["policy"]["budget"], len(shown["agents"])) == (2, 20, FLEET)
 
 
+@pytest.mark.parametrize("restart", ["same-node", "other-node"])
 def test_a_version_stored_before_a_crash_reaches_each_follower_when_it_is_loaded(
-    postgres_dsn: str, tmp_path: Path
+    postgres_dsn: str, tmp_path: Path, restart: str
 ) -> None:
     server = node(tmp_path / "node1", postgres_dsn).start()
     api = Api(server)
+    nodes = [server]
     try:
         ok(api.admin.put("/v1/policies/fleet", json=POLICY))
         ids = [f"pg-{n}" for n in range(FLEET)]
@@ -117,19 +119,27 @@ def test_a_version_stored_before_a_crash_reaches_each_follower_when_it_is_loaded
             v2.line,
         )
         assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 1))
-        server.start()
+        if restart == "other-node":  # the next node to start, whichever it is
+            shutil.copytree(tmp_path / "node1" / "keys", tmp_path / "node2" / "keys")
+            nodes.append(node(tmp_path / "node2", postgres_dsn))
+        nodes[-1].start()
         # A node on a shared store loads each agent on its first use, and
         # finishes the fan-out for it before it answers anything.
         assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 1))
-        assert ok(api.admin.get("/v1/agents/pg-1"))["budget"] == 30
-        assert newest_versions(postgres_dsn, ["pg-1"]) == {"pg-1": ("fleet", 2)}
-        # A named policy's listing loads them all (followers are known from
-        # the logs only): each gets the version then.
-        assert len(ok(api.admin.get("/v1/policies/fleet"))["agents"]) == FLEET
-        assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 2))
+        other = Api(nodes[-1])
+        try:
+            assert ok(other.admin.get("/v1/agents/pg-1"))["budget"] == 30
+            assert newest_versions(postgres_dsn, ["pg-1"]) == {"pg-1": ("fleet", 2)}
+            # A named policy's listing loads them all (followers are known
+            # from the logs only): each gets the version then.
+            assert len(ok(other.admin.get("/v1/policies/fleet"))["agents"]) == FLEET
+            assert newest_versions(postgres_dsn, ids) == dict.fromkeys(ids, ("fleet", 2))
+        finally:
+            other.close()
     finally:
         api.close()
-        server.kill()
+        for started in nodes:
+            started.kill()
 
 
 def _rows(dsn: str) -> list[bytes]:

@@ -483,3 +483,22 @@ def test_a_macro_over_more_elements_than_the_evaluation_budget_fails_closed(api:
     assert (reason["code"], reason["rule"]) == ("policy_error", "inside")
     assert reason["message"] == "Iteration budget exceeded"
     assert api.status(agent)["scar_score"] == 0
+
+
+def test_the_default_rules_decide_a_tool_the_policy_does_not_list(api: Api) -> None:
+    rules = [
+        _rule("no-delete", "tool.startsWith('delete')", "deny", message="not here"),
+        _rule("big", "has(input.n) && input.n > 10", "require_approval"),
+    ]
+    policy = {**_policy({"cost": 1}), "default": {"cost": 1, "rules": rules}}
+    agent = api.create(policy=policy)
+    denied = ok(agent.act("delete_file", input={"path": "/x"}))
+    assert (denied["decision"], denied["rule"]) == ("denied", "no-delete")
+    assert denied["reason"] == {"code": "policy_rule", "rule": "no-delete", "message": "not here"}
+    held = ok(agent.act("search", input={"n": 11}))
+    assert (held["decision"], held["rule"]) == ("pending_approval", "big")
+    allowed = ok(agent.act("search", input={"n": 1}))
+    assert allowed["decision"] == "allowed"
+    assert "rule" not in allowed
+    # A listed tool has its own rule, without the default's rules.
+    assert ok(agent.act("t", input={"n": 11}))["decision"] == "allowed"
