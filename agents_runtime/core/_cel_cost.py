@@ -207,7 +207,7 @@ class _Body:
 
 @attrs.define
 class _Check:
-    references: dict[int, tuple[str, frozenset[str]]]  # expr id -> (name, overload ids)
+    references: dict[int, bytes]  # expr id -> its cel.expr.Reference, undecoded
     positions: dict[int, int]  # expr id -> offset
     text: str
     problems: list[CostError] = attrs.field(factory=list)
@@ -227,13 +227,27 @@ class _Check:
             if child is not None:
                 self.walk(child, body)
 
+    def reference(self, expr_id: int) -> tuple[str, frozenset[str]] | None:
+        """The name and the overload ids the checker resolved ``expr_id`` to."""
+        data = self.references.get(expr_id)
+        if data is None:
+            return None
+        name = _first(data, _REFERENCE_NAME, b"").decode()
+        return name, frozenset(v.decode() for v in _all(data, _REFERENCE_OVERLOAD))
+
+    def may_join(self, node: _Node) -> bool:
+        """Whether the ``+`` of ``node`` may join strings, lists or bytes
+        (the checker resolves every call; one it did not resolve may)."""
+        reference = self.reference(node.id)
+        return reference is None or bool(reference[1] & _JOINS)
+
     def refuse(self, offset: int, message: str) -> None:
         self.problems.append(CostError(offset, message))
 
     def ident(self, node: _Node, body: _Body | None) -> None:
         if body is None or node.name in body.names:
             return
-        reference = self.references.get(node.id)
+        reference = self.reference(node.id)
         if reference is not None and reference[0].split(".")[0] in _ROOTS:  # the environment's
             if reference[0] in _SCALARS:
                 return
@@ -248,8 +262,7 @@ class _Check:
 
     def call(self, node: _Node, body: _Body | None) -> None:
         args = node.args
-        overloads = self.references.get(node.id, ("", frozenset()))[1]
-        if node.name == "_+_" and args and overloads & _JOINS:
+        if node.name == "_+_" and args and self.may_join(node):
             if args[0].kind == _IDENT and args[0].name == _ACCUMULATOR:
                 pass  # map's own append (checked with the macro)
             elif body is not None:
@@ -312,15 +325,21 @@ def check_cost(text: str, serialized: bytes) -> None:
     whose cost grows faster than the input; ``serialized`` is what the
     compiled ``text`` serializes to."""
     checked = _first(serialized, _ANY_VALUE, b"")
-    references: dict[int, tuple[str, frozenset[str]]] = {}
-    for entry in _all(checked, _CHECKED_REFERENCES):
-        key, reference = _first(entry, 1, 0), _first(entry, 2, b"")
-        name = _first(reference, _REFERENCE_NAME, b"").decode()
-        overloads = frozenset(v.decode() for v in _all(reference, _REFERENCE_OVERLOAD))
-        references[key] = (name, overloads)
-    source = _first(checked, _CHECKED_SOURCE, b"")
-    positions = {_first(e, 1, 0): _first(e, 2, 0) for e in _all(source, _SOURCE_POSITIONS)}
+    references: dict[int, bytes] = {}  # decoded when a node asks (_Check.reference)
+    positions: dict[int, int] = {}
+    expr = b""
+    for number, value in _fields(checked):  # one pass: the type map is skipped
+        if number == _CHECKED_REFERENCES:
+            entry = dict(_fields(value))
+            references[entry.get(1, 0)] = entry.get(2, b"")
+        elif number == _CHECKED_SOURCE:
+            for field, item in _fields(value):
+                if field == _SOURCE_POSITIONS:
+                    entry = dict(_fields(item))
+                    positions[entry.get(1, 0)] = entry.get(2, 0)
+        elif number == _CHECKED_EXPR:
+            expr = value
     check = _Check(references, positions, text)
-    check.walk(_node(_first(checked, _CHECKED_EXPR, b"")), None)
+    check.walk(_node(expr), None)
     if check.problems:
         raise min(check.problems, key=lambda problem: problem.offset)

@@ -119,13 +119,24 @@ def compile_condition(text: str) -> Condition:
     returns = program.return_type()
     if returns != _BOOL and returns != _DYN:
         raise ValueError(f"must be a boolean expression, not {returns.name().lower()}")
-    try:
-        check_cost(text, program.serialize())
-    except CostError as exc:
-        line = text.count("\n", 0, exc.offset) + 1
-        column = exc.offset - (text.rfind("\n", 0, exc.offset) + 1) + 1
-        raise ValueError(f"line {line} column {column}: {exc}") from None
+    if text not in _WITHIN_COST:
+        try:
+            check_cost(text, program.serialize())
+        except CostError as exc:
+            line = text.count("\n", 0, exc.offset) + 1
+            column = exc.offset - (text.rfind("\n", 0, exc.offset) + 1) + 1
+            raise ValueError(f"line {line} column {column}: {exc}") from None
+        if len(_WITHIN_COST) >= _WITHIN_COST_MAX:
+            _WITHIN_COST.clear()
+        _WITHIN_COST.add(text)
     return Condition(text, program, Reads.of_text(text))
+
+
+# The texts the cost check passed: it costs twice the compiling, and the
+# same rules come back often (each follower of a named policy, each agent's
+# policy at startup). A set of texts, cleared when full.
+_WITHIN_COST: set[str] = set()
+_WITHIN_COST_MAX = 4096
 
 
 def timestamp(now: float) -> datetime:
