@@ -202,7 +202,9 @@ def _node(data: bytes) -> _Node:
 @attrs.frozen
 class _Body:
     macro: str
-    names: frozenset[str]  # its element's variables and its result's
+    # What it may read: its element's variables and its result's; None for
+    # anything (the body of a macro over a literal, outside any other).
+    names: frozenset[str] | None
 
 
 @attrs.define
@@ -245,7 +247,7 @@ class _Check:
         self.problems.append(CostError(offset, message))
 
     def ident(self, node: _Node, body: _Body | None) -> None:
-        if body is None or node.name in body.names:
+        if body is None or body.names is None or node.name in body.names:
             return
         reference = self.reference(node.id)
         if reference is not None and reference[0].split(".")[0] in _ROOTS:  # the environment's
@@ -305,14 +307,18 @@ class _Check:
         self.walk(node.accu_init, body)
         if node.iter_range.kind in (_LIST, _STRUCT):
             # Over a literal its body runs a fixed number of times, as if
-            # written out: it may read what the enclosing expression may.
-            inner = None if body is None else _Body(body.macro, body.names | node.names)
+            # written out: it may read what the enclosing expression may (but
+            # a + in it still joins once per element).
+            names = None if body is None or body.names is None else body.names | node.names
+            inner = _Body(macro if body is None else body.macro, names)
         else:
             inner = _Body(macro, node.names)
         for part in node.body:
             self.walk(part, inner)
         if node.result is not None:
-            outer = None if body is None else _Body(body.macro, body.names | {_ACCUMULATOR})
+            outer = body
+            if body is not None and body.names is not None:
+                outer = _Body(body.macro, body.names | {_ACCUMULATOR})
             self.walk(node.result, outer)
 
 

@@ -286,6 +286,11 @@ PER_ELEMENT = "so its cost grows with the product of their sizes: inside a macro
             id="bytes-or-dyn-join-in-exists-one",
         ),
         pytest.param(
+            "['a', 'b'].exists(d, input.body + d == 'x')",
+            "line 1 column 22: + on strings, lists or bytes inside exists",
+            id="join-in-a-macro-over-a-literal",
+        ),
+        pytest.param(
             "input.to.exists(x, input.body.contains('a'))",
             f"line 1 column 20: exists reads input again for each element, {PER_ELEMENT}",
             id="input-in-body",
