@@ -205,6 +205,7 @@ class _Body:
     # What it may read: its element's variables and its result's; None for
     # anything (the body of a macro over a literal, outside any other).
     names: frozenset[str] | None
+    literal: bool = False  # the body of a macro over a literal list or map
 
 
 @attrs.define
@@ -293,6 +294,29 @@ class _Check:
                     " costs the product of their sizes",
                 )
 
+    def inner_body(self, node: _Node, macro: str, body: _Body | None) -> _Body:
+        """What the body of the macro ``node`` may read. Over a literal it
+        runs a fixed number of times, as if written out, so it may read what
+        the expression around it may; but each macro over a literal nested
+        in another's multiplies what the outer reads by its length, so
+        inside a body a literal holds constants only, and the body of one
+        nested in another macro over a literal reads its own element only.
+        A + in any body still joins once per element (call)."""
+        if node.iter_range.kind not in (_LIST, _STRUCT):
+            return _Body(macro, node.names)
+        if body is None:
+            return _Body(macro, None, literal=True)
+        variable = next((n for n in node.iter_range.walk() if n.kind == _IDENT), None)
+        if variable is not None:
+            self.refuse(
+                variable.start(self.positions),
+                f"inside {body.macro}, a macro's list holds constants only: a value"
+                " repeated in it is read again for each of its elements",
+            )
+        if body.literal or body.names is None:
+            return _Body(body.macro, node.names, literal=True)
+        return _Body(body.macro, body.names | node.names, literal=True)
+
     def comprehension(self, node: _Node, body: _Body | None) -> None:
         # A macro's position is its opening parenthesis, after its name.
         found = _MACRO_NAME.search(self.text, 0, self.positions.get(node.id, 0))
@@ -305,20 +329,13 @@ class _Check:
             )
         self.walk(node.iter_range, body)
         self.walk(node.accu_init, body)
-        if node.iter_range.kind in (_LIST, _STRUCT):
-            # Over a literal its body runs a fixed number of times, as if
-            # written out: it may read what the enclosing expression may (but
-            # a + in it still joins once per element).
-            names = None if body is None or body.names is None else body.names | node.names
-            inner = _Body(macro if body is None else body.macro, names)
-        else:
-            inner = _Body(macro, node.names)
+        inner = self.inner_body(node, macro, body)
         for part in node.body:
             self.walk(part, inner)
         if node.result is not None:
             outer = body
             if body is not None and body.names is not None:
-                outer = _Body(body.macro, body.names | {_ACCUMULATOR})
+                outer = _Body(body.macro, body.names | {_ACCUMULATOR}, body.literal)
             self.walk(node.result, outer)
 
 

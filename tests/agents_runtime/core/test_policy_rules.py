@@ -291,6 +291,16 @@ PER_ELEMENT = "so its cost grows with the product of their sizes: inside a macro
             id="join-in-a-macro-over-a-literal",
         ),
         pytest.param(
+            "input.to.exists(t, [t, t].exists(a, a.contains('x')))",
+            "line 1 column 21: inside exists, a macro's list holds constants only",
+            id="variables-in-a-nested-literal",
+        ),
+        pytest.param(
+            "input.to.exists(t, [1, 2].exists(a, [3, 4].exists(b, t.contains('x'))))",
+            "line 1 column 54: exists reads t (an enclosing macro's element) again",
+            id="literal-in-literal-reads-the-outer-element",
+        ),
+        pytest.param(
             "input.to.exists(x, input.body.contains('a'))",
             f"line 1 column 20: exists reads input again for each element, {PER_ELEMENT}",
             id="input-in-body",
