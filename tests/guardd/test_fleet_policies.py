@@ -17,7 +17,7 @@ from tests.guardd.conftest import POLICY, Api, assert_error, ok
 from tests.support.server import GuardServer
 
 V2 = {**POLICY, "budget": 200}
-FLEET = 1_000  # followers of one named policy, as the issue asks
+FLEET = 1_000  # followers of one named policy: a fleet of a thousand agents
 
 
 def _follow(api: Api, name: str, ids: list[str]) -> None:

@@ -22,7 +22,7 @@ from tests.support.postgres import run_sql
 from tests.support.server import GuardServer
 
 POLICY: dict[str, Any] = {"budget": 10, "scar_limit": 30, "tools": {"search": {"cost": 1}}}
-FLEET = 1_000  # followers of one named policy, as the issue asks
+FLEET = 1_000  # followers of one named policy: a fleet of a thousand agents
 
 
 def follow(apis: list[Api], ids: list[str]) -> None:
