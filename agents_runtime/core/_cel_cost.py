@@ -16,7 +16,8 @@ what each visit costs, nor how a macro builds its result. Measured on it:
   one input for another: the product of their sizes;
 - a chain of ``+`` on lists copies every step, and the library keeps each
   until the evaluation ends (30 of them on a 250,000-element list: 15 s,
-  3.5 GB), so an expression has at most MAX_JOINS;
+  3.5 GB), so the rules of one list have at most MAX_JOINS in all (the
+  check counts them; policy.py sums them);
 - macros over literal lists multiply what their bodies read by the lists'
   lengths, so nested in a body such a list holds constants only, and its
   body reads no more than the body around it.
@@ -356,10 +357,11 @@ _ACCUMULATOR = "@result"  # the variable a macro builds its result in
 _MACRO_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*$")
 
 
-def check_cost(text: str, serialized: bytes) -> None:
+def check_cost(text: str, serialized: bytes) -> int:
     """Raise CostError for the first construct (in the order of the text)
     whose cost grows faster than the input; ``serialized`` is what the
-    compiled ``text`` serializes to."""
+    compiled ``text`` serializes to. Returns how many ``+`` outside macros
+    may join strings, lists or bytes."""
     checked = _first(serialized, _ANY_VALUE, b"")
     references: dict[int, bytes] = {}  # decoded when a node asks (_Check.reference)
     positions: dict[int, int] = {}
@@ -379,3 +381,4 @@ def check_cost(text: str, serialized: bytes) -> None:
     check.walk(_node(expr), None)
     if check.problems:
         raise min(check.problems, key=lambda problem: problem.offset)
+    return check.joins

@@ -381,3 +381,21 @@ def test_the_when_expressions_of_one_list_are_bounded_in_size_all_told() -> None
     ):
         parse_policy(_with_tool({"rules": rules}))
     parse_policy(_with_tool({"rules": rules[:5]}))
+
+
+def test_the_joins_of_one_list_are_bounded_all_told() -> None:
+    when = "input.a + input.b + input.c == 'x'"  # two + that may join
+    rules = [{"name": f"r{i}", "when": when, "effect": "deny"} for i in range(3)]
+    with pytest.raises(
+        PolicyError,
+        match=r"^\$\.tools\.send_email\.rules: the when expressions have 6 \+ that may join"
+        r" strings, lists or bytes in all, more than 4 ",
+    ):
+        parse_policy(_with_tool({"rules": rules}))
+    parse_policy(_with_tool({"rules": rules[:2]}))
+    typed = "int(input.a) + int(input.b) + int(input.c) == 3"
+    parse_policy(
+        _with_tool(
+            {"rules": [{"name": f"r{i}", "when": typed, "effect": "deny"} for i in range(3)]}
+        )
+    )
