@@ -600,6 +600,7 @@ function route() {
       cardLists.add(cards);
       setText($("detail-id"), agentId);
       $("detail-body").replaceChildren(detail.el);
+      if (agentsById.get(agentId)?.state === "unloaded") detail.notLoaded();
       detailPending(detail);
       refreshDetail(detail).catch(handleError);
     }
