@@ -39,7 +39,10 @@ from client_sdk._models import (
     AgentStatus,
     CreatedAgent,
     Decision,
+    IssuedOperatorToken,
     LogPage,
+    Me,
+    OperatorToken,
     PendingEntry,
     Policy,
     VerifyReport,
@@ -416,6 +419,26 @@ class AsyncAdminClient(_Connection):
     async def verify(self, agent_id: str) -> VerifyReport:
         """The service's verification of the agent's log."""
         return await self._http.send(self._core.verify(agent_id))
+
+    async def me(self) -> Me:
+        """Who this client's token is to the service: name, ``by_id``, roles and ``via``."""
+        return await self._http.send(self._core.me())
+
+    async def create_operator_token(
+        self, name: str, role: str, ttl_secs: int | None = None
+    ) -> IssuedOperatorToken:
+        """Issue an operator token holding ``role`` (``viewer``, ``approver`` or
+        ``admin``), valid ``ttl_secs`` seconds (None: until revoked). The answer's
+        ``token`` is the secret: the service never shows it again."""
+        return await self._http.send(self._core.create_operator_token(name, role, ttl_secs))
+
+    async def list_operator_tokens(self) -> list[OperatorToken]:
+        """Every operator token issued, oldest first, without secrets."""
+        return await self._http.send(self._core.list_operator_tokens())
+
+    async def revoke_operator_token(self, token_id: str) -> OperatorToken:
+        """Revoke a token: from then on it is refused on every node."""
+        return await self._http.send(self._core.revoke_operator_token(token_id))
 
 
 # ---- what both clients do on an agent's actions, beyond one request ---------

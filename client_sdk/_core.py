@@ -28,7 +28,10 @@ from client_sdk._models import (
     AgentStatus,
     CreatedAgent,
     Decision,
+    IssuedOperatorToken,
     LogPage,
+    Me,
+    OperatorToken,
     PendingEntry,
     Policy,
     VerifyReport,
@@ -38,7 +41,11 @@ from client_sdk._parsers import (
     parse_agents,
     parse_created,
     parse_decision,
+    parse_issued_operator_token,
     parse_log_page,
+    parse_me,
+    parse_operator_token,
+    parse_operator_tokens,
     parse_pending,
     parse_policy,
     parse_public_key,
@@ -370,3 +377,31 @@ class AdminCore:
 
     def verify(self, agent_id: str) -> Request[VerifyReport]:
         return Request("GET", f"{self.agent(agent_id).path}/verify", parse_verify_report)
+
+    def me(self) -> Request[Me]:
+        return Request("GET", "/v1/me", parse_me)
+
+    def create_operator_token(
+        self, name: str, role: str, ttl_secs: int | None = None
+    ) -> Request[IssuedOperatorToken]:
+        body: dict[str, Any] = {"name": name, "role": role}
+        if ttl_secs is not None:
+            body["ttl_secs"] = ttl_secs
+        return Request(
+            "POST",
+            "/v1/operators/tokens",
+            parse_issued_operator_token,
+            body=_json_body(body),
+            resendable=False,
+        )
+
+    def list_operator_tokens(self) -> Request[list[OperatorToken]]:
+        return Request("GET", "/v1/operators/tokens", parse_operator_tokens)
+
+    def revoke_operator_token(self, token_id: str) -> Request[OperatorToken]:
+        return Request(
+            "POST",
+            f"/v1/operators/tokens/{_segment(token_id)}/revoke",
+            parse_operator_token,
+            resendable=False,
+        )

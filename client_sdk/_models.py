@@ -249,3 +249,48 @@ class VerifyReport:
     public_key: str | None = None
     head: Head | None = None
     failure: VerifyFailure | None = None
+
+
+@attrs.frozen
+class Me:
+    """The operator calling: ``name`` (what records carry as ``by``), ``id`` (what
+    they carry as ``by_id``: ``oidc:<issuer>#<sub>``, ``token:<token_id>`` or
+    ``admin-token``), every role held, highest first, and ``via``: how they
+    authenticated (``oidc``, ``operator_token`` or ``admin_token``)."""
+
+    name: str
+    id: str
+    roles: tuple[str, ...]
+    via: str
+
+
+@attrs.frozen
+class OperatorToken:
+    """An operator token, without its secret: its ``role``, ``status`` (``active``,
+    ``expired`` or ``revoked``) and times (ISO 8601 UTC; ``expires_at`` None:
+    never)."""
+
+    token_id: str
+    name: str
+    role: str
+    expires_at: str | None
+    status: str
+    issued_at: str
+    issued_by: str
+    revoked_at: str | None = None
+
+
+@attrs.frozen
+class IssuedOperatorToken:
+    """A token just issued, with its secret ``token`` (``opr_...``): the only
+    time the service shows it."""
+
+    token_id: str
+    name: str
+    role: str
+    expires_at: str | None
+    status: str
+    issued_at: str
+    issued_by: str
+    revoked_at: str | None
+    token: str

@@ -16,7 +16,10 @@ from client_sdk._models import (
     Decision,
     DecisionKind,
     Head,
+    IssuedOperatorToken,
     LogPage,
+    Me,
+    OperatorToken,
     PendingAction,
     PendingEntry,
     Policy,
@@ -42,6 +45,7 @@ from client_sdk._read import (
     opt_objects,
     opt_strings,
     string,
+    strings,
     word,
 )
 
@@ -227,6 +231,45 @@ def parse_verify_report(body: Any) -> VerifyReport:
     )
 
 
+def parse_me(body: Any) -> Me:
+    obj = object_of(body)
+    return Me(
+        name=string(obj, "name"),
+        id=string(obj, "id"),
+        roles=strings(obj, "roles"),
+        via=string(obj, "via"),
+    )
+
+
+def parse_operator_token(body: Any) -> OperatorToken:
+    obj = object_of(body)
+    return OperatorToken(
+        token_id=string(obj, "token_id"),
+        name=string(obj, "name"),
+        role=string(obj, "role"),
+        expires_at=opt(obj, "expires_at", str),
+        status=string(obj, "status"),
+        issued_at=string(obj, "issued_at"),
+        issued_by=string(obj, "issued_by"),
+        revoked_at=opt(obj, "revoked_at", str),
+    )
+
+
+def parse_issued_operator_token(body: Any) -> IssuedOperatorToken:
+    obj = object_of(body)
+    return IssuedOperatorToken(
+        token_id=string(obj, "token_id"),
+        name=string(obj, "name"),
+        role=string(obj, "role"),
+        expires_at=opt(obj, "expires_at", str),
+        status=string(obj, "status"),
+        issued_at=string(obj, "issued_at"),
+        issued_by=string(obj, "issued_by"),
+        revoked_at=opt(obj, "revoked_at", str),
+        token=string(obj, "token"),
+    )
+
+
 def parse_token(body: Any) -> str:
     return string(object_of(body), "token")
 
@@ -241,3 +284,7 @@ def parse_agents(body: Any) -> list[AgentListEntry]:
 
 def parse_pending(body: Any) -> list[PendingEntry]:
     return [parse_pending_entry(item) for item in objects(object_of(body), "pending")]
+
+
+def parse_operator_tokens(body: Any) -> list[OperatorToken]:
+    return [parse_operator_token(item) for item in objects(object_of(body), "tokens")]

@@ -28,7 +28,8 @@ let lastUpdate = null;
 let agentsById = new Map(); // the last GET /v1/agents, for the pending cards and the agent's page
 let knownPending = null; // keys of the pending actions seen so far; null before the first list
 let lastPending = []; // the last pending entries, for an agent's page when it opens
-let viaSso = false; // whether this session signed in with single sign-on (else the admin token)
+let viaSso = false; // whether this session signed in with single sign-on (else a token typed in)
+let tokenKind = "admin token"; // what was typed in: the admin token or an operator token
 
 const operatorInput = $("operator-name");
 
@@ -79,33 +80,86 @@ function showLogin(message) {
   input.focus();
 }
 
-/** Who is signed in and what they may do: the page offers only that. */
+// How an operator authenticated (GET /v1/me's via), as the header says it.
+const VIA_TEXT = {
+  oidc: "via single sign-on",
+  operator_token: "via an operator token",
+  admin_token: "via the admin token (break-glass)",
+};
+
+// Why a control is missing: said once in the header, for the highest role held.
+const ROLE_NOTE = {
+  "": "You hold no role here: an admin must map your groups to a role before you can see or decide anything.",
+  viewer: "Viewer: you can see everything; approving, rejecting and grants need the approver role, terminating an agent the admin role.",
+  approver: "Approver: terminating an agent needs the admin role.",
+  admin: "",
+};
+
+let askingWho = false;
+
+/** Type the operator's name for them: decisions are recorded under the name they authenticated with. */
+function fixName(name) {
+  operatorInput.value = name;
+  operatorInput.readOnly = true;
+}
+
+/**
+ * Who is signed in and what they may do: the page offers only that. Until
+ * GET /v1/me answers, no control that changes anything is shown (style.css
+ * hides them while body[data-roles] lacks the role); the refresh asks again
+ * when it could not answer.
+ */
 async function showWho() {
-  const who = sso.person();
-  show($("signed-in"), Boolean(who));
-  operatorInput.readOnly = Boolean(who);
-  $("sign-out").textContent = who ? "Sign out" : "Forget token";
-  delete document.body.dataset.roles;
-  if (!who) {
+  const token = api.getToken();
+  $("sign-out").textContent = api.signedIn() ? "Sign out" : "Forget token";
+  if (!token) {
+    delete document.body.dataset.roles;
+    delete document.body.dataset.via;
+    show($("signed-in"), false);
+    show($("role-note"), false);
+    operatorInput.readOnly = false;
     operatorInput.value = localStorage.getItem(OPERATOR_KEY) ?? "";
     return;
   }
-  operatorInput.value = who.name; // decisions are recorded under the signed-in name
-  setText($("signed-in-name"), who.name);
-  setText($("signed-in-roles"), "");
-  try {
-    const me = await api.get("/v1/me");
-    const roles = Array.isArray(me?.roles) ? me.roles : [];
-    document.body.dataset.roles = roles.join(" ");
-    setText($("signed-in-roles"), roles.length ? `(${roles.join(", ")})` : "(no role)");
-  } catch (err) {
-    // A guardd without /v1/me: every control stays, and guardd refuses what the roles do not allow.
-    if (!(err instanceof api.ApiError && err.status === 404)) handleError(err);
+  const who = sso.person();
+  if (who) {
+    fixName(who.name); // at once; GET /v1/me confirms it
+    setText($("signed-in-name"), who.name);
+    show($("signed-in"), true);
+  } else if (operatorInput.readOnly) {
+    operatorInput.readOnly = false;
+    operatorInput.value = localStorage.getItem(OPERATOR_KEY) ?? "";
   }
+  if (askingWho) return;
+  askingWho = true;
+  let me;
+  try {
+    me = await api.get("/v1/me");
+  } catch (err) {
+    handleError(err);
+    return;
+  } finally {
+    askingWho = false;
+  }
+  if (api.getToken() !== token) return; // signed out or in as someone else meanwhile: they were asked for
+  const roles = Array.isArray(me?.roles) ? me.roles : [];
+  document.body.dataset.roles = roles.join(" ");
+  document.body.dataset.via = me.via;
+  const breakGlass = me.via === "admin_token";
+  // The admin token names nobody: its holder types a name, recorded as given.
+  if (!breakGlass) fixName(me.name);
+  setText($("signed-in-name"), breakGlass ? "the admin token" : me.name);
+  setText($("signed-in-roles"), roles.length ? `(${roles.join(", ")})` : "(no role)");
+  setText($("signed-in-via"), VIA_TEXT[me.via] ?? `via ${me.via}`);
+  show($("signed-in"), true);
+  const note = ROLE_NOTE[roles[0] ?? ""] ?? "";
+  setText($("role-note"), note);
+  show($("role-note"), note !== "");
 }
 
 function start() {
   viaSso = api.signedIn();
+  tokenKind = (api.getToken() ?? "").startsWith("opr_") ? "operator token" : "admin token";
   show($("login"), false);
   show($("nav"), true);
   show($("operator"), true);
@@ -159,7 +213,7 @@ function handleError(err) {
     const wasSignedIn = viaSso;
     showWho();
     if (wasSignedIn) showLogin(`The server refused your sign-in (${errorText(err)}). Sign in again.`);
-    else showLogin(`The server refused the admin token (${errorText(err)}). Enter it again.`);
+    else showLogin(`The server refused the ${tokenKind} (${errorText(err)}). Enter it again.`);
   } else if (err instanceof api.Unreachable) {
     const since = lastUpdate ? ` Showing data from ${timeText(lastUpdate.toISOString())}.` : "";
     setText(
@@ -490,6 +544,7 @@ async function refreshDetail(view) {
 
 async function refresh() {
   if (refreshing || !api.getToken()) return;
+  if (document.body.dataset.roles === undefined) showWho(); // GET /v1/me did not answer yet
   refreshing = true;
   const changesBefore = changes;
   let stale = false;
@@ -556,6 +611,7 @@ function route() {
       cardLists.add(cards);
       setText($("detail-id"), agentId);
       $("detail-body").replaceChildren(detail.el);
+      if (agentsById.get(agentId)?.state === "unloaded") detail.notLoaded();
       detailPending(detail);
       refreshDetail(detail).catch(handleError);
     }

@@ -169,7 +169,8 @@ def print_startup(
         f"data dir: {settings.data_dir}",
         f"public key: {guard.ring.public_key_hex}",
         f"admin token: from {source}",
-        f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined",
+        f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined"
+        + (f", {summary.unloaded} loaded on first use" if summary.unloaded else ""),
         *WebhookConfig.from_settings(settings).banner(),
         *_traces_banner(settings),
     ]

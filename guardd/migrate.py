@@ -1,6 +1,9 @@
 """``guardd migrate``: copy every file log of a data dir into a PostgreSQL
 store, so that a user moves from one box to several nodes with their history,
-and the named (fleet) policies those logs follow, every version, first.
+and the named (fleet) policies those logs follow, every version, first, and
+the operators log (the operator tokens issued and revoked), so that every
+token issued still works, a revoked one stays revoked, and the records that
+name a token (``by_id: token:<token_id>``) still name one the store knows.
 
     guardd migrate --data-dir ./guard-data --store postgresql://...
 
@@ -39,6 +42,7 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lock import DataDirLock
 from agents_runtime.log.files.policies import FilePolicies
 from agents_runtime.log.keys import KeyRing, load_keys
+from agents_runtime.log.operators import verify_operators
 from agents_runtime.log.policies import PolicyStoreError, verify_versions
 from agents_runtime.log.record import Head
 from agents_runtime.log.store import Committed, HeadGone, HeadMoved, LogContents
@@ -122,6 +126,7 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
     copied = present = refused = records = 0
     try:
         refused += await _copy_policies(data_dir, ring, store, out)
+        refused += await _copy_operators(files.operators_log().read(), ring, store, out)
         for agent_id in scan.agent_ids:
             try:
                 stored = checkpoints.read(agent_id)
@@ -228,6 +233,45 @@ async def _copy_policies(data_dir: DataDir, ring: KeyRing, store: PgStore, out: 
             continue
         print(f"copied: named policy {name} ({len(versions) - len(held)} versions)", file=out)
     return refused
+
+
+async def _copy_operators(lines: list[bytes], ring: KeyRing, store: PgStore, out: TextIO) -> int:
+    """Copy the operators log, verified first; 1 when it is refused, else 0.
+    A store holding its start gets the rest; one holding another log (the
+    tokens of other nodes, issued before this copy) is refused, as a node
+    could not trust both."""
+    if not lines:
+        return 0
+    report = verify_operators(lines, public_key=ring.public_key)
+    if report.failure is not None:
+        failure = report.failure
+        where = f"line {failure.line}" + (
+            f" (seq {failure.seq})" if failure.seq is not None else ""
+        )
+        print(f"refused: the operators log: {where}: {failure.reason}", file=out)
+        return 1
+    log = store.operators_log()
+    held = await asyncio.to_thread(log.read)
+    if held[: len(lines)] == lines and len(held) >= len(lines):
+        print(f"already there: the operators log ({len(lines)} records)", file=out)
+        return 0
+    if lines[: len(held)] != held:
+        print(
+            f"refused: the operators log: the store holds another one ({len(held)} records);"
+            " nothing copied",
+            file=out,
+        )
+        return 1
+    try:
+        await log.append(lines[len(held) :], len(held) - 1)
+    except HeadMoved:
+        print(
+            "refused: the operators log: a node wrote to it while it was copied; run migrate again",
+            file=out,
+        )
+        return 1
+    print(f"copied: the operators log ({len(lines) - len(held)} records)", file=out)
+    return 0
 
 
 async def _copy(store: PgStore, agent_id: str, held: list[bytes], lines: list[bytes]) -> None:

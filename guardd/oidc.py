@@ -10,7 +10,10 @@ that issuer is answered 503 ``unavailable``; every other token still works.
 A token is verified with joserfc, never by code of ours: the issuer's
 asymmetric algorithms only (``none`` and the HMAC ones are refused: an
 issuer's public key must not double as a shared secret), ``iss``, ``aud``,
-``exp`` and ``nbf`` with 60 s leeway. The person is ``sub`` (stable), shown as
+``exp`` and ``nbf`` with 60 s leeway, and, for a token of several audiences
+that names its authorized party (``azp``), that this party is guardd's
+client ID (OpenID Connect Core 3.1.3.7: another client among the audiences
+must not pass its token on as one issued to the console). The person is ``sub`` (stable), shown as
 ``email``, else ``name``, else ``sub``; their roles come from one claim
 (``--oidc-roles-claim``, ``groups`` unless told) through ``--oidc-role
 ROLE=VALUE``, and a role implies those below it (admin > approver > viewer).
@@ -333,6 +336,13 @@ class Oidc:
                     f"OIDC token is for another audience: aud must name {self.config.client_id}"
                 ) from None
             raise Unauthorized(f"OIDC token has an invalid claim: {exc.claim}") from None
+        azp, audience = claims.get("azp"), claims["aud"]
+        if azp is not None and isinstance(audience, list) and len(audience) > 1:
+            if azp != self.config.client_id:
+                raise Unauthorized(
+                    "OIDC token was issued to another client: with several audiences, "
+                    f"azp must be {self.config.client_id}"
+                )
         if claims.get("email_verified") in (False, "false"):
             # An address the issuer has not checked could be anyone's: it
             # neither names the person nor, mapped by email, gives a role.

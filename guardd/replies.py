@@ -278,15 +278,27 @@ class QuarantinedAgent:
     failure: VerifyFailure = optional()
 
 
-class AgentListEntry(OneOf):
-    """`status` when active; `error` when its log failed verification."""
+@attrs.frozen(kw_only=True)
+class UnloadedAgent:
+    """An agent in a shared (PostgreSQL) store that this node has not loaded
+    yet: its log is verified and folded on its first use (any request naming
+    it, e.g. `GET /v1/agents/{agent_id}`), and it is listed as active or
+    quarantined from then on."""
 
-    variants = (ActiveAgent, QuarantinedAgent)
+    agent_id: AgentId
+    state: Literal["unloaded"]
+
+
+class AgentListEntry(OneOf):
+    """`status` when active; `error` when its log failed verification;
+    neither when this node has not loaded it yet (`unloaded`)."""
+
+    variants = (ActiveAgent, QuarantinedAgent, UnloadedAgent)
 
 
 @attrs.frozen(kw_only=True)
 class AgentList:
-    """Active and quarantined agents, sorted by ID."""
+    """Active, quarantined and not yet loaded agents, sorted by ID."""
 
     agents: list[AgentListEntry]
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ParamSpec
@@ -128,8 +129,11 @@ class Tracer:
         except PackageNotFoundError:  # pragma: no cover - run from a source tree
             own = None
         self._tracer = provider.get_tracer("guardd", own)
-        # (agent ID, action ID) -> (the decision's span context, its tool)
-        self._decisions: dict[tuple[str, str], tuple[SpanContext, str]] = {}
+        # (agent ID, action ID) -> (the decision's span context, its tool),
+        # oldest first. Ordered so that forgetting the oldest is O(1): a plain
+        # dict's first key, after many are deleted from its front, is found
+        # by a scan over the holes they leave (8 us a decision when full).
+        self._decisions: OrderedDict[tuple[str, str], tuple[SpanContext, str]] = OrderedDict()
 
     @_never_fails
     def decision(
@@ -263,7 +267,7 @@ class Tracer:
         decisions.pop(key, None)  # a retry's decision: newest last
         decisions[key] = value
         if len(decisions) > REMEMBERED:
-            del decisions[next(iter(decisions))]
+            decisions.popitem(last=False)
 
 
 def _resource() -> Resource:
@@ -280,9 +284,9 @@ def start_tracing(*, record_input: bool = False) -> Tracer:
     variables configure it; its sampler too (``OTEL_TRACES_SAMPLER``,
     parent-based always-on by default)."""
     # Imported here: it brings in an HTTP client that nothing else needs.
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from guardd.tracing_wire import Exporter
 
-    exporter = OTLPSpanExporter()
+    exporter = Exporter()
     # guardd stops it itself (Tracer.shutdown), within a bound; not at exit.
     provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(exporter))

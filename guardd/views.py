@@ -166,6 +166,10 @@ def quarantined_agent(agent_id: str, message: str, failure: Failure) -> Json:
     }
 
 
+def unloaded_agent(agent_id: str) -> Json:
+    return {"agent_id": agent_id, "state": "unloaded"}
+
+
 def agent_list(entries: list[Json]) -> Json:
     return {"agents": entries}
 
@@ -175,7 +179,9 @@ def listed_agents(listed: list[Listed]) -> Json:
     entries = []
     for entry in listed:
         failure = entry.failure
-        if failure is None:
+        if entry.unloaded:
+            entries.append(unloaded_agent(entry.agent_id))
+        elif failure is None:
             entries.append(active_agent(entry.agent_id, entry.status))
         else:
             entries.append(quarantined_agent(entry.agent_id, quarantine_message(failure), failure))

@@ -189,12 +189,34 @@ CLASSES = (
         and ``head`` are set; otherwise ``failure`` names the first bad record.
         ``records`` counts the records that verified.""",
     ),
+    Class(
+        "Me",
+        "parse_me",
+        """The operator calling: ``name`` (what records carry as ``by``), ``id`` (what
+        they carry as ``by_id``: ``oidc:<issuer>#<sub>``, ``token:<token_id>`` or
+        ``admin-token``), every role held, highest first, and ``via``: how they
+        authenticated (``oidc``, ``operator_token`` or ``admin_token``).""",
+    ),
+    Class(
+        "OperatorToken",
+        "parse_operator_token",
+        """An operator token, without its secret: its ``role``, ``status`` (``active``,
+        ``expired`` or ``revoked``) and times (ISO 8601 UTC; ``expires_at`` None:
+        never).""",
+    ),
+    Class(
+        "IssuedOperatorToken",
+        "parse_issued_operator_token",
+        """A token just issued, with its secret ``token`` (``opr_...``): the only
+        time the service shows it.""",
+    ),
 )
 UNWRAPPED = (
     Unwrapped("parse_token", "Token", "token"),
     Unwrapped("parse_public_key", "PublicKey", "public_key"),
     Unwrapped("parse_agents", "AgentList", "agents"),
     Unwrapped("parse_pending", "PendingList", "pending"),
+    Unwrapped("parse_operator_tokens", "OperatorTokenList", "tokens"),
 )
 
 HEADER = """\

@@ -161,6 +161,6 @@ def _facts(
     if reads.history:
         last_used = state.tag_last_used
         facts["history.tags_used"] = list(last_used)
-        facts["history.tag_last_used"] = last_used
+        facts["history.tag_last_used"] = last_used if last_used else {}
         facts["history.calls"] = state.tool_calls
     return facts

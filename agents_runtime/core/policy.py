@@ -15,6 +15,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
+from agents_runtime.core._cel_cost import MAX_JOINS
 from agents_runtime.core.conditions import NOTHING, Condition, Reads, compile_condition
 from agents_runtime.core.money import ZERO, Money, positive, to_money
 from agents_runtime.core.validation import error_messages
@@ -33,6 +34,10 @@ Text = NewType("Text", str)
 MAX_TOOL_NAME = 128
 MAX_NAME = 64
 MAX_KEY_PATH = 256
+# The `when`s of one rule list, in characters, all told: what remains of a
+# decision's cost once the cost check has refused what grows faster than
+# the input (conditions.py) is the expressions' size times the input's.
+MAX_RULES_TEXT = 4096
 
 
 # Whether a held call's approval must be signed by the approver's passkey:
@@ -294,6 +299,16 @@ def _rules(value: Any, _: Any) -> Rules:
             errors.append(exc)
     if errors:
         raise ExceptionGroup("invalid rules", errors)
+    if (size := sum(len(rule.when.text) for rule in result)) > MAX_RULES_TEXT:
+        raise ValueError(
+            f"the when expressions hold {size} characters in all, more than {MAX_RULES_TEXT}"
+        )
+    if (joins := sum(rule.when.joins for rule in result)) > MAX_JOINS:
+        raise ValueError(
+            f"the when expressions have {joins} + that may join strings, lists or bytes"
+            f" in all, more than {MAX_JOINS} (each copies its operands; write int(...) or"
+            " double(...) around an input number to add numbers)"
+        )
     return Rules(tuple(result))
 
 

@@ -167,7 +167,19 @@ class _NoGrants(dict[str, "Grant"]):
 
 
 NO_GRANTS = _NoGrants()
-NO_TAGS: dict[str, datetime] = {}  # the tags of an agent that used none (never written)
+
+
+class _NoTags(dict[str, datetime]):
+    """The tags of an agent that never used one, shared as NO_GRANTS is."""
+
+    def __setitem__(self, key: str, value: datetime) -> None:
+        raise TypeError("NO_TAGS is shared: give the agent a dict of its own first")
+
+    def __reduce__(self) -> str:
+        return "NO_TAGS"
+
+
+NO_TAGS = _NoTags()
 
 # How many disagreeing action IDs a shadow keeps (its view's recent_disagreements).
 RECENT_DISAGREEMENTS = 20

@@ -15,6 +15,7 @@ import type {
   Decision,
   LogPage,
   LogRecord,
+  Me,
   PendingEntry,
   Policy,
   VerifyReport,
@@ -251,6 +252,11 @@ export class AdminClient extends Connection {
   /** The service's verification of the agent's log. */
   verify(agentId: string): Promise<VerifyReport> {
     return this.sender.send(this.#requests.verify(agentId));
+  }
+
+  /** Who this client's token is to the service: its name, `by_id`, roles and `via`. */
+  me(): Promise<Me> {
+    return this.sender.send(this.#requests.me());
   }
 }
 

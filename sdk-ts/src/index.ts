@@ -56,6 +56,7 @@ export type {
   Head,
   LogPage,
   LogRecord,
+  Me,
   PendingAction,
   PendingEntry,
   Policy,

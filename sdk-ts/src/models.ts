@@ -162,6 +162,18 @@ export interface LogPage {
   readonly head: Head;
 }
 
+/**
+ * The operator a token names: `name` (what records carry as `by`), `id` (their
+ * `by_id`: `oidc:<issuer>#<sub>`, `token:<token_id>` or `admin-token`), every
+ * role held, highest first, and `via`: how they authenticated.
+ */
+export interface Me {
+  readonly name: string;
+  readonly id: string;
+  readonly roles: readonly string[];
+  readonly via: string;
+}
+
 /** The service's verification of a log: when `ok`, `publicKey` and `head`; else `failure`. */
 export interface VerifyReport {
   readonly ok: boolean;

@@ -17,6 +17,7 @@ import type {
   Head,
   LogPage,
   LogRecord,
+  Me,
   PendingEntry,
   Policy,
   Receipt,
@@ -258,6 +259,15 @@ export function parseVerifyReport(body: unknown): VerifyReport {
     head: obj.head == null ? null : parseHead(obj.head),
     failure: obj.failure == null ? null : parseFailure(obj.failure),
   };
+}
+
+export function parseMe(body: unknown): Me {
+  const obj = object(body);
+  const roles = obj.roles;
+  if (!Array.isArray(roles) || !roles.every((role) => typeof role === "string")) {
+    throw new InvalidResponse('expected a list of strings under "roles"');
+  }
+  return { name: str(obj, "name"), id: str(obj, "id"), roles: roles as string[], via: str(obj, "via") };
 }
 
 /** The `after` for the page following `page`, or null when it was the last. */

@@ -6,13 +6,14 @@
 import { randomUUID } from "node:crypto";
 
 import { checkInput, type Money, moneyText, objectText } from "./json.js";
-import type { Action, AgentListEntry, AgentStatus, CreatedAgent, Decision, LogPage, PendingEntry, Policy, VerifyReport } from "./models.js";
+import type { Action, AgentListEntry, AgentStatus, CreatedAgent, Decision, LogPage, Me, PendingEntry, Policy, VerifyReport } from "./models.js";
 import {
   parseAction,
   parseAgents,
   parseCreated,
   parseDecision,
   parseLogPage,
+  parseMe,
   parsePending,
   parsePolicy,
   parsePublicKey,
@@ -235,6 +236,10 @@ export class AdminRequests {
       params: { after: String(after), limit: String(limit) },
       resendable: true,
     };
+  }
+
+  me(): Request<Me> {
+    return { method: "GET", path: "/v1/me", parse: parseMe, resendable: true };
   }
 
   verify(agentId: string): Request<VerifyReport> {

@@ -192,4 +192,20 @@ describe("AdminClient", () => {
     const wrong = new GuardClient({ token: created.token, agentId: other.agentId, baseUrl: guardd.url });
     await assert.rejects(wrong.status(), Forbidden);
   });
+
+  test("me says who the token is: the admin token, or an operator token with its roles", async () => {
+    assert.deepEqual(await admin.me(), { name: "admin", id: "admin-token", roles: ["admin", "approver", "viewer"], via: "admin_token" });
+    const answer = await fetch(`${guardd.url}/v1/operators/tokens`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${guardd.adminToken}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "release-bot", role: "approver" }),
+    });
+    assert.equal(answer.status, 201);
+    const issued = (await answer.json()) as { token: string; token_id: string };
+    const bot = new AdminClient({ token: issued.token, baseUrl: guardd.url });
+    assert.deepEqual(await bot.me(), { name: "release-bot", id: `token:${issued.token_id}`, roles: ["approver", "viewer"], via: "operator_token" });
+    const created = await newAgent(guardd);
+    const agentAsOperator = new AdminClient({ token: created.token, baseUrl: guardd.url });
+    await assert.rejects(agentAsOperator.me(), Forbidden);
+  });
 });

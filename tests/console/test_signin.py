@@ -71,6 +71,13 @@ def test_a_person_signs_in_at_the_provider_and_approves_a_held_action(
     assert [r["approved_by"] for r in allowed] == ["alice@example.test"]
     # Who approved, as guardd knows her: the issuer and her subject there.
     assert [r["by_id"] for r in allowed] == [f"oidc:{oidc_provider.issuer}#alice"]
+    # The agent's history says who decided, and where they signed in.
+    page.goto(f"{sso_server.url}/#/agents/mailer")
+    history = page.locator('[data-testid="history-item"][data-action-id="act-1"]')
+    expect(history.get_by_test_id("history-by")).to_have_text(
+        f"alice@example.test (signed in at {oidc_provider.issuer})"
+    )
+    page.goto(f"{sso_server.url}/#/agents")
 
     # The ID token was the bearer; no token was kept in storage or put in a URL.
     bearers = {
@@ -218,6 +225,6 @@ def test_the_break_glass_admin_token_still_opens_the_console_beside_single_sign_
     expect(console.testid("sso-signin")).to_be_visible()
     console.sign_in()
     expect(console.agent("mailer")).to_be_visible()
-    expect(console.testid("signed-in")).to_be_hidden()
+    expect(console.testid("signed-in-via")).to_have_text("via the admin token (break-glass)")
     expect(console.testid("operator-name")).to_be_editable()
     expect(console.testid("sign-out")).to_have_text("Forget token")

@@ -208,3 +208,102 @@ def test_named_policies_are_copied_and_their_followers_keep_following(
         put = ok(node.admin.put("/v1/policies/fleet", json={**POLICY, "budget": 30}))
         assert put["version"] == 3
         assert ok(node.admin.get("/v1/agents/follower"))["budget"] == 30
+
+
+def store_operator_lines(dsn: str) -> list[bytes]:
+    """The operators log's lines the store holds, in seq order."""
+    import asyncio
+
+    import asyncpg
+
+    async def fetch() -> list[bytes]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch("select line from guard_operators order by seq")
+        finally:
+            await conn.close()
+        return [bytes(r["line"]) for r in rows]
+
+    return asyncio.run(fetch())
+
+
+@pytest.fixture
+def with_tokens(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A data dir whose guardd issued two operator tokens and revoked one,
+    and on which the live one approved an action; stopped."""
+    server = GuardServer(tmp_path / "guard-data").start()
+    api = Api(server)
+    try:
+        issued = {
+            name: ok(api.admin.post("/v1/operators/tokens", json={"name": name, "role": role}), 201)
+            for name, role in (("release-bot", "approver"), ("old-bot", "viewer"))
+        }
+        ok(api.admin.post(f"/v1/operators/tokens/{issued['old-bot']['token_id']}/revoke"))
+        held = {"search": {"cost": 1, "requires_approval": True}}
+        agent = api.create("alpha", {**POLICY, "tools": held})
+        ok(agent.act("search"))
+        ok(
+            api.client(issued["release-bot"]["token"]).post(
+                f"{agent.path}/actions/act-1/approve", json={}
+            )
+        )
+    finally:
+        api.close()
+        server.stop()
+    return server.data_dir, {name: token["token"] for name, token in issued.items()}
+
+
+def test_the_operators_log_is_copied_and_its_tokens_work_on_the_store(
+    with_tokens: tuple[Path, dict[str, str]], postgres_dsn: str
+) -> None:
+    root, tokens = with_tokens
+    done = migrate(root, postgres_dsn)
+    assert done.returncode == 0, done.stdout
+    assert "copied: the operators log (4 records)" in done.stdout
+    file_lines = (root / "operators.jsonl").read_bytes().splitlines()
+    assert store_operator_lines(postgres_dsn) == file_lines
+    again = migrate(root, postgres_dsn)
+    assert again.returncode == 0, again.stdout
+    assert "already there: the operators log (4 records)" in again.stdout
+    with store_node(root, postgres_dsn) as node:
+        me = ok(node.client(tokens["release-bot"]).get("/v1/me"))
+        assert (me["name"], me["via"]) == ("release-bot", "operator_token")
+        assert_error(node.client(tokens["old-bot"]).get("/v1/me"), 401, "unauthorized")
+        [allowed] = [
+            r
+            for r in ok(node.admin.get("/v1/agents/alpha/log"))["records"]
+            if r["kind"] == "action_allowed"
+        ]
+        assert allowed["by_id"] == me["id"]
+
+
+def test_an_operators_log_that_fails_is_refused_with_its_reason_and_the_agents_copied(
+    with_tokens: tuple[Path, dict[str, str]], postgres_dsn: str
+) -> None:
+    root, _ = with_tokens
+    path = root / "operators.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"old-bot"', b'"odd-bot"', 1))
+    done = migrate(root, postgres_dsn)
+    assert done.returncode == 1
+    assert "refused: the operators log: line 3 (seq 2): hash does not match content" in (
+        done.stdout
+    )
+    assert "migrated 1 agents" in done.stdout
+    assert store_operator_lines(postgres_dsn) == []
+
+
+def test_a_store_holding_another_operators_log_is_refused(
+    with_tokens: tuple[Path, dict[str, str]], postgres_dsn: str
+) -> None:
+    root, _ = with_tokens
+    assert migrate(root, postgres_dsn).returncode == 0
+    path = root / "operators.jsonl"
+    lines = path.read_bytes().splitlines()
+    run_sql(postgres_dsn, "delete from guard_operators where seq >= 1")
+    run_sql(postgres_dsn, "insert into guard_operators (seq, line) values (1, $1)", lines[2])
+    done = migrate(root, postgres_dsn)
+    assert done.returncode == 1
+    assert (
+        "refused: the operators log: the store holds another one (2 records); nothing copied"
+        in done.stdout
+    )

@@ -10,6 +10,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,7 @@ def test_the_agent_list_of_a_node_shows_agents_another_node_created(nodes: Nodes
     agent = nodes.two.create(policy=POLICY)
     listed = {e["agent_id"]: e for e in ok(nodes.one.admin.get("/v1/agents"))["agents"]}
     assert set(listed) == before | {agent.agent_id}
-    assert listed[agent.agent_id]["state"] == "active"
+    assert listed[agent.agent_id]["state"] == "unloaded"  # loaded on first use
 
 
 def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes) -> None:
@@ -268,11 +269,12 @@ def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes
         forged.line[:-1],
     )
     there = nodes.agent_on(nodes.two, agent)
-    for who in (agent, there):
+    # The second node had not loaded the agent: it finds the row on its first use.
+    for who, when in ((agent, "while serving"), (there, "when it was first used")):
         refused = assert_error(who.act("search"), 503, "quarantined")
         assert "signature" in refused["error"]
         refused = assert_error(who.client.get(agent.path), 503, "quarantined")
-        assert "failed verification while serving" in refused["error"]
+        assert f"failed verification {when}" in refused["error"]
     for api in (nodes.one, nodes.two):
         listed = {e["agent_id"]: e for e in ok(api.admin.get("/v1/agents"))["agents"]}
         assert listed[agent.agent_id]["state"] == "quarantined"
@@ -614,6 +616,25 @@ def test_a_token_revoked_on_one_node_is_refused_by_the_other_within_a_second(
     assert_error(here.get("/v1/me"), 401, "unauthorized")
     listed = ok(nodes.one.admin.get("/v1/operators/tokens"))["tokens"]
     assert [t["status"] for t in listed] == ["revoked"]
+
+
+def test_a_token_past_its_expiry_is_refused_by_every_node(nodes: Nodes) -> None:
+    body = {"name": "brief", "role": "viewer", "ttl_secs": 2}
+    issued = ok(nodes.one.admin.post("/v1/operators/tokens", json=body), 201)
+    there = nodes.two.client(issued["token"])
+    for _ in range(40):  # bounded: the other node reads the operators log twice a second
+        if there.get("/v1/me").status_code == 200:
+            break
+        time.sleep(0.05)
+    assert ok(there.get("/v1/me"))["name"] == "brief"  # known on both, still live
+    expires = datetime.fromisoformat(issued["expires_at"].replace("Z", "+00:00"))
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.1)
+    # Each node compares the expiry the log records with its clock: no record
+    # has to travel, so both refuse it at once.
+    for api in (nodes.one, nodes.two):
+        assert_error(api.client(issued["token"]).get("/v1/me"), 401, "unauthorized")
+        listed = ok(api.admin.get("/v1/operators/tokens"))["tokens"]
+        assert [t["status"] for t in listed] == ["expired"]
 
 
 def test_tokens_issued_on_two_nodes_make_one_operators_log_that_audit_verifies(

@@ -273,6 +273,39 @@ async def test_a_token_naming_the_audience_among_others_is_accepted(
     assert await oidc.identify(token) is not None
 
 
+@pytest.mark.parametrize(
+    "azp",
+    [pytest.param("another-app", id="another-client"), pytest.param(["x"], id="not-a-string")],
+)
+async def test_a_token_of_several_audiences_issued_to_another_client_is_refused(
+    oidc: Oidc, oidc_provider: OidcProvider, claims: Callable[..., dict[str, Any]], azp: Any
+) -> None:
+    token = oidc_provider.sign(claims(aud=["another-app", CLIENT_ID], azp=azp))
+    message = await refused(oidc, token)
+    assert message == (
+        "OIDC token was issued to another client: with several audiences, azp must be guard-console"
+    )
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"aud": ["another-app", CLIENT_ID], "azp": CLIENT_ID}, id="several-to-us"),
+        pytest.param({"aud": CLIENT_ID, "azp": "another-app"}, id="one-audience"),
+        pytest.param({"aud": [CLIENT_ID], "azp": "another-app"}, id="a-list-of-one"),
+    ],
+)
+async def test_azp_is_checked_only_among_several_audiences(
+    oidc: Oidc,
+    oidc_provider: OidcProvider,
+    claims: Callable[..., dict[str, Any]],
+    changes: dict[str, Any],
+) -> None:
+    # With guardd the only audience the token was meant for guardd, whoever asked for it.
+    token = oidc_provider.sign(claims(**changes))
+    assert await oidc.identify(token) is not None
+
+
 async def test_a_token_without_exp_is_refused(
     oidc: Oidc, oidc_provider: OidcProvider, claims: Callable[..., dict[str, Any]]
 ) -> None:

@@ -2,6 +2,12 @@
 generated from the served OpenAPI document (``x-guard-caller`` and
 ``x-guard-role``), so that an endpoint added later is in it by itself.
 
+The kinds of credential: the admin token, an operator token of each role, an
+ID token of the real test provider for a person of each role (their groups
+map to it), and agent tokens. One guardd answers guardd's own tokens (the
+module's ``api``), another, trusting the provider, the ID tokens; each
+credential is made once for the module.
+
 A caller who may call an endpoint passes authentication and the role check:
 whatever comes next (a 400 for the empty body, a 404 for an action that is
 not there, a 200) is no 401 and no 403. A caller who may not gets 403
@@ -12,23 +18,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
 from guardd.app import document
+from guardd.auth import VIA_ADMIN_TOKEN, VIA_OIDC, VIA_OPERATOR_TOKEN
 from tests.guardd.conftest import Agent, Api, Session, assert_error, ok
+from tests.guardd.test_signin import oidc_env
+from tests.support.oidc_provider import OidcProvider
+from tests.support.server import GuardServer
 
 ROLES = ("viewer", "approver", "admin")
+# The test provider's people, by the role their groups map to.
+PEOPLE = {"viewer": "carol", "approver": "bob", "admin": "alice"}
 
 
 @attrs.frozen
 class Credential:
     """How a caller authenticates: the admin token, an operator token holding
-    ``role``, or an agent token (``own``: of the agent the path names)."""
+    ``role``, an ID token of a person holding ``role``, or an agent token
+    (``own``: of the agent the path names)."""
 
-    kind: str  # "admin_token", "operator_token", "agent_token"
+    kind: str  # "admin_token", "operator_token", "oidc", "agent_token"
     role: str | None = None
     own: bool = False
 
@@ -38,12 +52,15 @@ class Credential:
             return "admin-token"
         if self.kind == "operator_token":
             return f"{self.role}-token"
+        if self.kind == "oidc":
+            return f"{self.role}-oidc"
         return "own-agent-token" if self.own else "other-agent-token"
 
 
 CREDENTIALS = [
     Credential("admin_token"),
     *(Credential("operator_token", role) for role in ROLES),
+    *(Credential("oidc", role) for role in ROLES),
     Credential("agent_token", own=True),
     Credential("agent_token", own=False),
 ]
@@ -51,6 +68,8 @@ CREDENTIALS = [
 
 @attrs.frozen
 class Callers:
+    """The callers of one guardd: two agents and operators' sessions by ``Credential.id``."""
+
     target: Agent
     other: Agent
     sessions: dict[str, Session]
@@ -58,7 +77,7 @@ class Callers:
     def session(self, credential: Credential) -> Session:
         if credential.kind == "agent_token":
             return (self.target if credential.own else self.other).client
-        return self.sessions[credential.role or "admin-token"]
+        return self.sessions[credential.id]
 
 
 def _operator_session(api: Api, role: str) -> Session:
@@ -69,13 +88,36 @@ def _operator_session(api: Api, role: str) -> Session:
 @pytest.fixture(scope="module")
 def callers(api: Api) -> Callers:
     sessions = {"admin-token": api.admin}
-    if _has_operator_tokens(api):
-        sessions |= {role: _operator_session(api, role) for role in ROLES}
+    sessions |= {f"{role}-token": _operator_session(api, role) for role in ROLES}
     return Callers(api.create(), api.create(), sessions)
 
 
-def _has_operator_tokens(api: Api) -> bool:
-    return "/v1/operators/tokens" in ok(api.admin.get("/v1/openapi.json"))["paths"]
+@pytest.fixture(scope="module")
+def oidc_callers(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callers]:
+    """A guardd trusting the test provider, with an ID token of each role.
+    Asked for lazily (the provider starts only for the cases that need it)."""
+    provider: OidcProvider = request.getfixturevalue("oidc_provider")
+    data_dir: Path = tmp_path_factory.mktemp("guardd-oidc") / "guard-data"
+    server = GuardServer(data_dir, env=oidc_env(provider.issuer)).start()
+    api = Api(server)
+    try:
+        sessions = {
+            f"{role}-oidc": api.client(provider.id_token(person)) for role, person in PEOPLE.items()
+        }
+        yield Callers(api.create(), api.create(), sessions)
+    finally:
+        api.close()
+        server.kill()
+
+
+@pytest.fixture
+def callers_of(request: pytest.FixtureRequest, credential: Credential, callers: Callers) -> Callers:
+    """The callers of the guardd that knows ``credential``."""
+    if credential.kind == "oidc":
+        return request.getfixturevalue("oidc_callers")  # type: ignore[no-any-return]
+    return callers
 
 
 def _operations() -> Iterator[Any]:
@@ -120,8 +162,7 @@ def _path(path: str, callers: Callers) -> str:
 @pytest.mark.parametrize("credential", [pytest.param(c, id=c.id) for c in CREDENTIALS])
 @pytest.mark.parametrize(("method", "path", "caller", "role", "person"), list(_operations()))
 def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
-    api: Api,
-    callers: Callers,
+    callers_of: Callers,
     credential: Credential,
     method: str,
     path: str,
@@ -129,11 +170,9 @@ def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
     role: str | None,
     person: bool,
 ) -> None:
-    if credential.kind == "operator_token" and credential.role not in callers.sessions:
-        pytest.skip("this guardd has no operator tokens")
-    url = _path(path, callers)
+    url = _path(path, callers_of)
     body = {} if method in ("POST", "PUT") else None
-    answer = callers.session(credential).request(method, url, json=body)
+    answer = callers_of.session(credential).request(method, url, json=body)
     if caller == "token_agent":
         # An agent token acts on its own agent: the other agent's token is as good.
         if credential.kind == "agent_token":
@@ -153,12 +192,17 @@ def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
         assert f"the {role} role" in message
 
 
+def test_the_matrix_holds_every_way_an_operator_authenticates_with_every_role() -> None:
+    kinds = {VIA_ADMIN_TOKEN, VIA_OPERATOR_TOKEN, VIA_OIDC}
+    assert {c.kind for c in CREDENTIALS} == kinds | {"agent_token"}
+    for kind in kinds - {VIA_ADMIN_TOKEN}:
+        assert {c.role for c in CREDENTIALS if c.kind == kind} == set(ROLES)
+
+
 def test_the_forbidden_answer_names_the_missing_role_and_what_is_held(
     api: Api, callers: Callers
 ) -> None:
-    if "viewer" not in callers.sessions:
-        pytest.skip("this guardd has no operator tokens")
-    viewer = callers.sessions["viewer"]
+    viewer = callers.sessions["viewer-token"]
     answer = viewer.post(f"{callers.target.path}/terminate", json={"reason": "r"})
     message = assert_error(answer, 403, "forbidden")["error"]
     assert message == "this endpoint needs the admin role; viewer-bot holds viewer"

@@ -274,6 +274,36 @@ def test_spans_still_queued_at_stop_are_sent_before_guardd_exits(
     one(receiver, DECISION, allowed["action_id"], agent.agent_id)
 
 
+def test_the_settings_of_the_jaeger_and_tempo_examples_reach_the_backend(
+    tmp_path: Path,
+) -> None:
+    # docs/operations.md, "Traces": a service name, resource attributes, the
+    # full traces URL, and gzip, as a collector or Tempo behind a proxy takes.
+    receiver = OtlpReceiver().start()
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces",
+        "OTEL_SERVICE_NAME": "guard-eu",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod",
+        "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+        "OTEL_BSP_SCHEDULE_DELAY": "20",
+    }
+    server = GuardServer(tmp_path / "guard-data", env=env).start()
+    api = Api(server)
+    try:
+        agent = api.create()
+        allowed = ok(agent.act("search"))
+        span = one(receiver, DECISION, allowed["action_id"], agent.agent_id)
+    finally:
+        api.close()
+        server.kill()
+        receiver.stop()
+    assert span.resource["service.name"] == "guard-eu"
+    assert span.resource["deployment.environment"] == "prod"
+    assert set(receiver.encodings) == {"gzip"}
+    assert receiver.refused == []
+    assert f"traces: OTLP/HTTP to {receiver.url}/v1/traces" in server.read_output()
+
+
 def test_without_otel_variables_nothing_is_exported(tmp_path: Path) -> None:
     receiver = OtlpReceiver().start()
     # The receiver's address set the usual way, but under a name that is no

@@ -79,6 +79,8 @@ class OtlpReceiver:
         self.spans: list[Span] = []
         self.posts = 0
         self.refused: list[str] = []  # why a POST was answered 400
+        self.unavailable = 0  # POSTs still to answer 503, as a backend starting up
+        self.encodings: list[str | None] = []  # each POST's Content-Encoding
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -92,6 +94,8 @@ class OtlpReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver._lock:
+                    receiver.encodings.append(self.headers.get("Content-Encoding"))
                 if self.headers.get("Content-Encoding") == "gzip":
                     raw = gzip.decompress(raw)
                 why = None
@@ -103,6 +107,14 @@ class OtlpReceiver:
                     with receiver._lock:
                         receiver.refused.append(why)
                     self.send_response(400)
+                    self.end_headers()
+                    return
+                with receiver._lock:
+                    busy = receiver.unavailable > 0
+                    receiver.unavailable -= busy
+                if busy:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 request = ExportTraceServiceRequest()
