@@ -51,7 +51,7 @@ class Credential:
         if self.kind == "admin_token":
             return "admin-token"
         if self.kind == "operator_token":
-            return f"{self.role}-token"
+            return f"{self.role}-operator-token"
         if self.kind == "oidc":
             return f"{self.role}-oidc"
         return "own-agent-token" if self.own else "other-agent-token"
@@ -88,7 +88,7 @@ def _operator_session(api: Api, role: str) -> Session:
 @pytest.fixture(scope="module")
 def callers(api: Api) -> Callers:
     sessions = {"admin-token": api.admin}
-    sessions |= {f"{role}-token": _operator_session(api, role) for role in ROLES}
+    sessions |= {f"{role}-operator-token": _operator_session(api, role) for role in ROLES}
     return Callers(api.create(), api.create(), sessions)
 
 
@@ -193,6 +193,7 @@ def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
 
 
 def test_the_matrix_holds_every_way_an_operator_authenticates_with_every_role() -> None:
+    assert len({c.id for c in CREDENTIALS}) == len(CREDENTIALS)  # one session each
     kinds = {VIA_ADMIN_TOKEN, VIA_OPERATOR_TOKEN, VIA_OIDC}
     assert {c.kind for c in CREDENTIALS} == kinds | {"agent_token"}
     for kind in kinds - {VIA_ADMIN_TOKEN}:
@@ -202,7 +203,7 @@ def test_the_matrix_holds_every_way_an_operator_authenticates_with_every_role() 
 def test_the_forbidden_answer_names_the_missing_role_and_what_is_held(
     api: Api, callers: Callers
 ) -> None:
-    viewer = callers.sessions["viewer-token"]
+    viewer = callers.sessions["viewer-operator-token"]
     answer = viewer.post(f"{callers.target.path}/terminate", json={"reason": "r"})
     message = assert_error(answer, 403, "forbidden")["error"]
     assert message == "this endpoint needs the admin role; viewer-bot holds viewer"
