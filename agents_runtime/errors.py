@@ -7,6 +7,7 @@ The tree::
     ├── PolicyError (ValueError)           a policy that breaks the schema; message names the key
     ├── RequestError (ValueError)          a command argument that is out of range or malformed
     ├── VerificationError                  a log record that fails verification (carries a Failure)
+    ├── PasskeyError (ValueError)          a passkey assertion that does not prove its approval
     ├── StoreError                         a store that cannot be opened (its driver missing, ...)
     ├── KeyFileError                       a key file that is missing, malformed or too open
     ├── DataDirError                       the data dir is not usable: not a directory, locked
@@ -52,6 +53,11 @@ class RequestError(GuardError, ValueError):
 
 class KeyFileError(GuardError):
     pass
+
+
+class PasskeyError(GuardError, ValueError):
+    """A passkey assertion that does not prove the approval it is given for;
+    the message names what failed (``passkey signature does not verify``)."""
 
 
 class DataDirError(GuardError):

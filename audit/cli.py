@@ -32,10 +32,17 @@ from agents_runtime.log.checkpoint import (
 from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.verify import Checkpoint
 from audit.errors import AuditError, UnknownFormat, UsageError
+from audit.passkeys import check_source, operators_lines
 from audit.replay import replay_records, replay_text
 from audit.show import canonical_lines, table
-from audit.source import read_source, shown
-from audit.stored import report_json, report_text, verify_store
+from audit.source import data_dir_agent_id, read_source, shown
+from audit.stored import (
+    OPERATORS_LOG,
+    report_json,
+    report_text,
+    store_operators_lines,
+    verify_store,
+)
 from audit.verification import verify_source, verify_text
 from audit.whatif import add_arguments as _add_what_if_arguments
 from audit.whatif import run_what_if, wants_what_if
@@ -149,6 +156,13 @@ def _add_verify(subparsers: Subparsers) -> None:
         help="the log_id the genesis record must carry "
         "(default: <id> for a file named agents/<id>.jsonl)",
     )
+    parser.add_argument(
+        "--operators",
+        type=Path,
+        metavar="PATH",
+        help="the operators log (operators.jsonl) whose passkeys sign approvals "
+        "(default: the one beside agents/ for a data-dir log)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=_run_verify)
 
@@ -246,11 +260,30 @@ def _run_verify(args: argparse.Namespace) -> int:
         checkpoint_file=stored,
     )
     _warn(outcome.warnings)
+    passkeys = None
+    if outcome.ok:
+        operators = args.operators or _operators_beside(args.file)
+        lines = None if operators is None else operators_lines(operators)
+        passkeys = check_source(source.items, lines, public_key=args.public_key)
     if args.json:
-        print(json.dumps(outcome.to_json()))
+        body = outcome.to_json()
+        if passkeys is not None:
+            body["passkeys"] = {
+                "checked": passkeys.checked,
+                "failures": [str(failure) for failure in passkeys.failures],
+            }
+        print(json.dumps(body))
     else:
-        print("\n".join(verify_text(outcome)))
-    return EXIT_OK if outcome.ok else EXIT_FAILED
+        print("\n".join(verify_text(outcome) + ([] if passkeys is None else passkeys.text())))
+    return EXIT_OK if outcome.ok and (passkeys is None or passkeys.ok) else EXIT_FAILED
+
+
+def _operators_beside(path: Path) -> Path | None:
+    """The operators log of the data dir a log ``agents/<id>.jsonl`` is in, if any."""
+    if data_dir_agent_id(path) is None:
+        return None
+    found = Path(os.path.abspath(path)).parent.parent / "operators.jsonl"
+    return found if found.is_file() else None
 
 
 def _run_verify_store(args: argparse.Namespace) -> int:
@@ -262,16 +295,33 @@ def _run_verify_store(args: argparse.Namespace) -> int:
         raise UsageError("--store must be a postgresql:// URL")
     status = EXIT_OK
     warned: set[str] = set()
+    operators: list[bytes] | None = None
     for agent_id, outcome in verify_store(
         args.store, agent_id=args.agent, public_key=args.public_key
     ):
         _warn([w for w in outcome.warnings if w not in warned])
         warned.update(outcome.warnings)
+        passkeys = None
+        if agent_id == OPERATORS_LOG:
+            operators = [item for item in outcome.source.items if item is not None]
+        elif outcome.ok:
+            if operators is None and args.agent is not None:
+                operators = store_operators_lines(args.store)
+            passkeys = check_source(outcome.source.items, operators, public_key=args.public_key)
         if args.json:
-            print(report_json(args.store, agent_id, outcome), flush=True)
+            report = report_json(args.store, agent_id, outcome)
+            if passkeys is not None:
+                body = json.loads(report)
+                body["passkeys"] = {
+                    "checked": passkeys.checked,
+                    "failures": [str(failure) for failure in passkeys.failures],
+                }
+                report = json.dumps(body)
+            print(report, flush=True)
         else:
-            print("\n".join(report_text(args.store, agent_id, outcome)), flush=True)
-        if not outcome.ok:
+            text = report_text(args.store, agent_id, outcome)
+            print("\n".join(text + ([] if passkeys is None else passkeys.text())), flush=True)
+        if not outcome.ok or (passkeys is not None and not passkeys.ok):
             status = EXIT_FAILED
     return status
 

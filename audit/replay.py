@@ -152,7 +152,7 @@ def command_for(record: dict[str, Any]) -> Command | ByTimer | str:
     return command
 
 
-def _continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
+def continues(record: dict[str, Any], previous: dict[str, Any]) -> bool:
     """Whether ``record`` looks like a later record of the command that wrote
     ``previous`` (every record but the first of each command does). Used to
     find where a command the policy departs from ends."""
@@ -218,7 +218,7 @@ class _Replayer:
     def continuing(self) -> bool:
         """Whether the log's next record belongs to the command before it."""
         index = self.index
-        return 0 < index < len(self.records) and _continues(
+        return 0 < index < len(self.records) and continues(
             self.records[index], self.records[index - 1]
         )
 

@@ -129,6 +129,15 @@ def verify_store(
             yield one, outcome
 
 
+def store_operators_lines(url: str) -> list[bytes] | None:
+    """The operators log's lines of the store at ``url`` (None: it has none)."""
+    with StoreReader(url) as reader:
+        source = reader.operators_source()
+    if not source.items:
+        return None
+    return [item for item in source.items if item is not None]
+
+
 def _with_warnings(outcome: Outcome, warnings: list[str]) -> Outcome:
     return attrs.evolve(outcome, warnings=(*outcome.warnings, *warnings))
 

@@ -45,7 +45,7 @@ from agents_runtime.core.behaviour import expire_due, run, run_steps
 from agents_runtime.core.entries import Command, Dropped
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
 from agents_runtime.core.records import apply, entry_of
-from agents_runtime.core.state import AgentState, parse_ts
+from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState, parse_ts
 from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.errors import AgentError, CanonicalError, PolicyError
 from agents_runtime.log import canonical
@@ -53,7 +53,7 @@ from agents_runtime.log.ids import valid_agent_id
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import ZERO_HASH, Head, Sealed
 from audit.errors import UnknownFormat, UnreadableFile, UsageError
-from audit.replay import Folded, command_for
+from audit.replay import Folded, command_for, continues
 from audit.source import Source, data_dir_agent_id, read_source, shown
 from audit.stored import STORE_KEY, StoreReader, trusted_key
 from audit.verification import verify_source, verify_text
@@ -152,8 +152,12 @@ def _summary(value: Any) -> str:
 class _Simulation:
     """The candidate's own agent state, fed the history's commands."""
 
-    def __init__(self, genesis: dict[str, Any], candidate: Policy) -> None:
-        self.state = AgentState(str(genesis.get("log_id", "")))
+    def __init__(
+        self, genesis: dict[str, Any], candidate: Policy, idempotency_retention: float
+    ) -> None:
+        self.state = AgentState(
+            str(genesis.get("log_id", "")), idempotency_retention=idempotency_retention
+        )
         self.written: list[dict[str, Any]] = []
         self.folded = Folded()
         self.ts = genesis["ts"]
@@ -196,18 +200,31 @@ class _Simulation:
 
 
 def what_if(
-    records: list[dict[str, Any]], candidate: Policy, *, examples: int = DEFAULT_EXAMPLES
+    records: list[dict[str, Any]],
+    candidate: Policy,
+    *,
+    examples: int = DEFAULT_EXAMPLES,
+    idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
 ) -> WhatIf:
-    """Re-decide a whole, verified log (from seq 0) under ``candidate``."""
-    before = AgentState(str(records[0].get("log_id", "")))
+    """Re-decide a whole, verified log (from seq 0) under ``candidate``,
+    Idempotency-Keys kept ``idempotency_retention`` seconds as the guardd
+    that wrote it kept them (a key reused later was a new request)."""
+    before = AgentState(
+        str(records[0].get("log_id", "")), idempotency_retention=idempotency_retention
+    )
     for record in records:
         apply(before, record)
-    sim = _Simulation(records[0], candidate)
+    sim = _Simulation(records[0], candidate, idempotency_retention)
     policies = [i for i, r in enumerate(records) if r["kind"] == Kind.POLICY]
     first_policy = policies[0] if policies else len(records)
+    previous: dict[str, Any] = {}
     for record in records[first_policy + 1 :]:
-        if record["kind"] != Kind.POLICY:
+        # A record that continues the step before it (a rejection's scar,
+        # signed by the operator who rejected) is that step's, which the
+        # candidate writes for itself: run on its own it would count twice.
+        if record["kind"] != Kind.POLICY and not continues(record, previous):
             sim.run(record)
+        previous = record
     if records:
         sim.ts = records[-1]["ts"]
         run_steps(expire_due(sim.state, parse_ts(records[-1]["ts"])), sim.write)
@@ -453,7 +470,12 @@ def run_what_if(args: argparse.Namespace) -> int:
                 "replay needs the whole log from its genesis record"
             )
         records = [canonical.loads(item) for item in source.items if item is not None]
-        result = what_if(records, candidate, examples=args.examples)
+        result = what_if(
+            records,
+            candidate,
+            examples=args.examples,
+            idempotency_retention=args.idempotency_retention,
+        )
         if args.json:
             print(canonical.dumps({"ok": True, **result.to_json()}).decode())
         else:

@@ -1,83 +1,175 @@
-"""Start of a data dir with long histories: folding from genesis against
-folding from each agent's state snapshot.
+"""Start of a data dir with long histories: today's start against the start
+that uses signed checkpoints and state snapshots, on the same logs, in the
+same run.
 
-Generates ``--agents`` logs of ``--records`` records (startup_bench's
-generator, in a temporary directory), loads them with ``Registry.load()``
-as a start does without snapshots, writes every agent's snapshot at its
-head, and loads again: both loads still verify every record; the second
-folds none. Figures: seconds of each load and their ratio. Run at a size
-that fits the machine (``python -m bench.history_bench --agents 1000
---records 10000``); the defaults are small. docs/benchmarks.md gives
-measured figures.
+Three starts, each ``Registry.load()`` in a fresh process (startup_bench's
+``measure_load``), as guardd does before it serves:
+
+- **full**: ``--agents`` x ``--records`` with neither checkpoints nor
+  snapshots: every signature checked, every record folded from genesis
+  (what a start cost before them);
+- **big**: the same logs with each agent's signed checkpoint and state
+  snapshot at its head (what a node leaves behind once it ran): the chain's
+  hashes checked from genesis, no signature, no record folded;
+- **small**: ``--agents`` x ``--small-records`` (default 1,000), as big.
+
+Targets: full / big >= 10x, and big / small <= 2x.
+
+The logs are startup_bench's generated logs (``bench/.cache/``, generated
+once, one worker process per CPU). Each start gets a data dir of its own
+whose ``agents/`` files are hard links to the cached logs (no copy, and the
+logs are never written); the checkpoints and snapshots of the big and small
+dirs are written once, in parallel, and cached beside them.
+
+    python -m bench history                                  # 1,000 x 10,000 vs 1,000
+    python -m bench.history_bench --agents 20 --records 2000 --small-records 200
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import pickle
 import shutil
 import sys
-import tempfile
 import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agents_runtime.core.snapshot import SCHEMA, state_json
+from agents_runtime.log.checkpoint import CheckpointDir
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import load_keys
-from agents_runtime.runtime.registry import Registry
-from bench.startup_bench import generate
+from agents_runtime.log.snapshot import seal_snapshot
+from agents_runtime.runtime.registry import load_workers
+from agents_runtime.runtime.replay import load
+from bench.startup_bench import CACHE_DIR, agent_ids, cached_data_dir, measure_load
+
+FULL_OVER_BIG = 10.0  # the full start is at least this many times slower
+BIG_OVER_SMALL = 2.0  # the big start takes at most this many times the small one
+HISTORY_VERSION = 1  # bump when what a prepared dir holds changes
 
 
-def _load(root: Path, workers: int | None) -> tuple[Registry, float, int]:
-    data_dir = DataDir(root)
-    registry = Registry(FileStore(data_dir), load_keys(data_dir.keys_dir))
-    started = time.perf_counter()
-    summary = registry.load(workers=workers)
-    seconds = time.perf_counter() - started
-    assert not summary.quarantined, summary.quarantined
-    return registry, seconds, sum(a.state.head.seq + 1 for a in registry.actors.values())
+def _linked(logs: Path, root: Path) -> None:
+    """A data dir at ``root`` holding the keys of ``logs`` and hard links to
+    its agents' logs (copies where the file system has no hard links)."""
+    source = DataDir(logs)
+    target = DataDir(root)
+    shutil.copytree(source.keys_dir, target.keys_dir)
+    target.agents_dir.mkdir(parents=True)
+    for entry in os.scandir(source.agents_dir):
+        try:
+            os.link(entry.path, target.agents_dir / entry.name)
+        except OSError:
+            shutil.copy2(entry.path, target.agents_dir / entry.name)
 
 
-def _write_snapshots(registry: Registry) -> None:
-    """Every agent's snapshot at its head, as the background rounds write it."""
-    taken = {
-        agent_id: (actor.state.head, pickle.dumps(actor.state, pickle.HIGHEST_PROTOCOL))
-        for agent_id, actor in registry.actors.items()
-    }
-    written = registry._write_snapshots(taken)  # the rounds' own writer
-    assert len(written) == len(taken)
+def _seal_heads(root: str, ids: Sequence[str]) -> int:
+    """In a worker: each agent's log verified and folded, then its state
+    snapshot and signed checkpoint written at its head, as guardd's
+    background rounds write them."""
+    data_dir = DataDir(Path(root))
+    store = FileStore(data_dir)
+    ring = load_keys(data_dir.keys_dir)
+    assert ring.signer is not None
+    checkpoints = CheckpointDir(store.default_checkpoint_dir())
+    heads = {}
+    for agent_id in ids:
+        loaded = load(store, agent_id, ring.public_key, signer=ring.signer)
+        assert loaded.state is not None, (agent_id, loaded.failure)
+        head = loaded.state.head
+        data = seal_snapshot(agent_id, head, SCHEMA, state_json(loaded.state), ring.signer)
+        store.write_snapshot(agent_id, head.seq, data)
+        heads[agent_id] = head
+    checkpoints.write(heads, ring.signer)
+    return len(ids)
+
+
+def _prepared(agents: int, records: int, *, sealed: bool) -> Path:
+    """The cached data dir of this size for a start: bare (logs and keys), or
+    with every agent's snapshot and signed checkpoint at its head."""
+    logs = cached_data_dir(agents, records)
+    kind = "sealed" if sealed else "bare"
+    root = CACHE_DIR / f"history-v{HISTORY_VERSION}-{kind}-{agents}x{records}"
+    marker = root / "complete.json"
+    if marker.exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    _linked(logs, root)
+    if sealed:
+        print(f"writing snapshots and checkpoints in {root} (once) ...", flush=True)
+        started = time.perf_counter()
+        DataDir(root).snapshots_dir.mkdir(mode=0o700, exist_ok=True)
+        CheckpointDir(FileStore(DataDir(root)).default_checkpoint_dir()).prepare()
+        ids = agent_ids(agents)
+        workers = load_workers()
+        chunks = [ids[k :: workers * 4] for k in range(workers * 4)]
+        with ProcessPoolExecutor(workers) as pool:
+            done = sum(pool.map(_seal_heads, [str(root)] * len(chunks), chunks))
+        assert done == agents
+        print(f"written in {time.perf_counter() - started:.1f} s", flush=True)
+    marker.write_text(json.dumps({"agents": agents, "records": records, "sealed": sealed}))
+    return root
+
+
+def _start(root: Path) -> dict[str, Any]:
+    result = measure_load(root)
+    if result["quarantined"]:
+        raise RuntimeError(f"a start of {root} quarantined {result['quarantined']} agents")
+    return result
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m bench.history_bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.history_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     env = os.environ.get
-    parser.add_argument("--agents", type=int, default=int(env("BENCH_HISTORY_AGENTS", 10)))
-    parser.add_argument("--records", type=int, default=int(env("BENCH_HISTORY_RECORDS", 1000)))
-    parser.add_argument("--workers", type=int, default=None, help="load workers (default: CPUs)")
+    parser.add_argument("--agents", type=int, default=int(env("BENCH_HISTORY_AGENTS", 1000)))
+    parser.add_argument("--records", type=int, default=int(env("BENCH_HISTORY_RECORDS", 10000)))
+    parser.add_argument(
+        "--small-records", type=int, default=int(env("BENCH_HISTORY_SMALL_RECORDS", 1000))
+    )
     args = parser.parse_args([] if argv is None else argv)
-    root = Path(tempfile.mkdtemp(prefix="history-bench-"))
-    try:
-        generate(root, args.agents, args.records, workers=1)
-        registry, genesis, records = _load(root, args.workers)
-        _write_snapshots(registry)
-        for actor in registry.actors.values():
-            actor.log.close()
-        registry, snapshot, again = _load(root, args.workers)
-        for actor in registry.actors.values():
-            actor.log.close()
-        assert again == records
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    full_dir = _prepared(args.agents, args.records, sealed=False)
+    big_dir = _prepared(args.agents, args.records, sealed=True)
+    small_dir = _prepared(args.agents, args.small_records, sealed=True)
+    print(
+        f"history_bench: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f};"
+        f" {args.agents} agents x {args.records} records vs x {args.small_records}",
+        flush=True,
+    )
+    full = _start(full_dir)
+    big = _start(big_dir)
+    small = _start(small_dir)
+    if full["records"] != big["records"]:
+        raise RuntimeError(f"the starts loaded {full['records']} and {big['records']} records")
+    speedup = full["seconds"] / big["seconds"]
+    growth = big["seconds"] / small["seconds"]
+    met = speedup >= FULL_OVER_BIG and growth <= BIG_OVER_SMALL
+    print(
+        f"  full {full['seconds']:.2f} s, with checkpoints and snapshots {big['seconds']:.2f} s"
+        f" ({speedup:.1f}x, target >= {FULL_OVER_BIG:g}x);"
+        f" x {args.small_records} records {small['seconds']:.2f} s"
+        f" ({growth:.2f}x, target <= {BIG_OVER_SMALL:g}x)",
+        flush=True,
+    )
     return {
         "agents": args.agents,
-        "records": records,
-        "load_from_genesis_s": round(genesis, 3),
-        "load_from_snapshots_s": round(snapshot, 3),
-        "speedup": round(genesis / snapshot, 2) if snapshot else None,
+        "records": full["records"],
+        "small_records": small["records"],
+        "full_start_s": round(full["seconds"], 3),
+        "start_s": round(big["seconds"], 3),
+        "small_start_s": round(small["seconds"], 3),
+        "full_over_start": round(speedup, 2),
+        "start_over_small": round(growth, 2),
+        "pass": met,
     }
 
 
 if __name__ == "__main__":
-    print(main(sys.argv[1:]))
+    sys.exit(0 if main(sys.argv[1:])["pass"] else 1)

@@ -20,9 +20,16 @@ Modes:
           floor, rounds interleaved (ABBA); then two nodes on one database,
           with and without agent-affinity routing, and their conflict rate
           (target: one node >= 0.6x the floor)
+  conflict  the cost of a lost race against the length of the agent's log:
+          two nodes on one database ask for decisions of one agent at once
+          (each request races the other node's), on an agent whose log holds
+          1,000 records and on one of --records records (default 1,000,000);
+          the p99 of those requests on the long log against the short
+          (target: <= 2x)
 
     python -m bench pg                          # guardd against the floor
     python -m bench.pg_bench floor --duration 5 --rounds 1
+    python -m bench.pg_bench conflict --records 50000 --requests 200
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,7 +76,11 @@ from bench.pg_support import (
 from guardd.__main__ import hypercorn_config, run_event_loop
 
 CONCURRENCY = 64
-MODES = ("floor", "guardd")
+MODES = ("floor", "guardd", "conflict")
+# The conflict mode: the short log, the target, and requests per node.
+CONFLICT_SHORT = 1000
+CONFLICT_TARGET = 2.0
+CONFLICT_REQUESTS = 300
 # One statement, so one transaction and one round trip, whatever the batch.
 INSERT_BATCH = (
     f"insert into {LOG_TABLE} (agent_id, seq, line)"  # noqa: S608
@@ -396,6 +409,113 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
     }
 
 
+def _race(servers: Sequence[Server], agent_id: str, token: str, requests: int) -> list[float]:
+    """Each server asked ``requests`` decisions of ``agent_id`` one after the
+    other, all servers at once: the seconds of each request."""
+    body = {"tool": "web_search", "input": {"query": "weather in Lisbon", "max_results": 5}}
+    path = f"/v1/agents/{agent_id}/actions"
+
+    def run(server: Server) -> list[float]:
+        seconds = []
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=server.url, headers=headers, timeout=60.0) as client:
+            for _ in range(requests):
+                started = time.perf_counter()
+                answer = client.post(path, json=body)
+                if answer.status_code == 503:  # kept colliding: asked again, as a client does
+                    answer = client.post(path, json=body)
+                answer.raise_for_status()
+                seconds.append(time.perf_counter() - started)
+        return seconds
+
+    with concurrent.futures.ThreadPoolExecutor(len(servers)) as pool:
+        return [s for each in pool.map(run, servers) for s in each]
+
+
+def _conflict_on(pg: Any, work_dir: Path, records: int, requests: int) -> dict[str, float]:
+    """Two nodes racing on one agent whose log holds ``records`` records
+    (startup_bench's generated log, moved in with ``guardd migrate``): the
+    p50 and p99 of the racing requests, and the conflicts."""
+    from agents_runtime.log.keys import agent_token, load_keys
+    from bench.history_bench import _linked
+    from bench.startup_bench import agent_ids, cached_data_dir
+
+    agent_id = agent_ids(1)[0]
+    source = work_dir / f"logs-{records}"
+    _linked(cached_data_dir(1, records), source)
+    dsn = pg.create_database(f"guard{records}")
+    started = time.perf_counter()
+    moved = subprocess.run(
+        [sys.executable, "-m", "guardd", "migrate", "--data-dir", str(source), "--store", dsn],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if moved.returncode != 0:
+        raise RuntimeError(f"guardd migrate failed:\n{moved.stdout}\n{moved.stderr}")
+    print(f"  {records} records moved into PostgreSQL in {time.perf_counter() - started:.1f} s")
+    token = agent_token(load_keys(source / "keys").token_key, agent_id)
+    nodes = []
+    try:
+        for k in (1, 2):
+            shutil.copytree(source / "keys", work_dir / f"node{records}-{k}" / "keys")
+            server = guardd_server(
+                work_dir / f"node{records}-{k}", name=f"guardd{k}", args=["--store", dsn]
+            )
+            nodes.append(server)
+            server.start(timeout=120.0)
+        # Each node loads the agent on its first use (the whole log, once),
+        # and writes its snapshot at the first round after (a long log).
+        _race(nodes, agent_id, token, 5)
+        time.sleep(3.0)
+        admin = admin_token(work_dir / f"node{records}-1")
+        before = sum(_conflicts(n, admin) for n in nodes)
+        seconds = sorted(_race(nodes, agent_id, token, requests))
+        conflicts = sum(_conflicts(n, admin) for n in nodes) - before
+    finally:
+        for server in nodes:
+            server.stop()
+    p99 = seconds[min(len(seconds) - 1, int(len(seconds) * 0.99))]
+    return {
+        "p50_ms": statistics.median(seconds) * 1000,
+        "p99_ms": p99 * 1000,
+        "conflicts": conflicts,
+        "requests": len(seconds),
+    }
+
+
+def run_conflict(records: int, requests: int) -> dict[str, Any]:
+    """A lost race on an agent of ``records`` records against one on an
+    agent of CONFLICT_SHORT records, in the same run."""
+    print(
+        f"pg_bench conflict: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f};"
+        f" {CONFLICT_SHORT} vs {records} records, two nodes x {requests} requests"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="guard-pg-conflict-") as tmp,
+        bench_database() as (pg, _),
+    ):
+        work_dir = Path(tmp)
+        short = _conflict_on(pg, work_dir, CONFLICT_SHORT, requests)
+        long = _conflict_on(pg, work_dir, records, requests)
+    ratio = long["p99_ms"] / short["p99_ms"]
+    for size, figures in ((CONFLICT_SHORT, short), (records, long)):
+        print(
+            f"  {size} records: p50 {figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms,"
+            f" {figures['conflicts']:.0f} conflicts in {figures['requests']} requests"
+        )
+    verdict = "met" if ratio <= CONFLICT_TARGET else "MISSED"
+    print(f"  -> p99 {ratio:.2f}x  [target <= {CONFLICT_TARGET:g}x: {verdict}]")
+    return {
+        "records": records,
+        f"p99_{CONFLICT_SHORT}_records_ms": round(short["p99_ms"], 1),
+        f"p99_{records}_records_ms": round(long["p99_ms"], 1),
+        "conflicts": f"{short['conflicts']:.0f} / {long['conflicts']:.0f}",
+        "ratio": round(ratio, 2),
+        "pass": ratio <= CONFLICT_TARGET,
+    }
+
+
 def _conflicts(server: Server, admin: str) -> float:
     """The node's guard_store_conflicts_total: batches decided again."""
     response = httpx.get(
@@ -435,6 +555,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up")
     parser.add_argument(
+        "--records",
+        type=int,
+        default=int(_env_number("BENCH_CONFLICT_RECORDS", 1_000_000)),
+        help="conflict: records of the long log (env BENCH_CONFLICT_RECORDS, default 1,000,000)",
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=CONFLICT_REQUESTS,
+        help=f"conflict: requests per node (default {CONFLICT_REQUESTS})",
+    )
+    parser.add_argument(
         "--writers", type=int, default=1, help="floor: commits in flight at once (default 1)"
     )
     # The floor server's own process, started by the benchmark.
@@ -450,6 +582,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sys.exit(serve_floor(args.port, args.dsn, args.lines, args.answer_size, args.writers))
     if args.mode == "guardd":
         return run_guardd(args.duration, args.rounds, args.warmup)
+    if args.mode == "conflict":
+        return run_conflict(args.records, args.requests)
     if args.writers < 1:
         parser.error("--writers must be at least 1")
     return run_floor(args.duration, args.rounds, args.warmup, args.writers)

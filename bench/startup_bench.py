@@ -58,6 +58,7 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer, load_keys
 from agents_runtime.log.record import SIGNING_PREFIX, Sealed, genesis_fields, seal, timestamp
+from agents_runtime.runtime.registry import load_workers
 from bench.http_bench import wait_quiet
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -211,7 +212,7 @@ def cached_data_dir(agents: int, records: int, report: Callable[[str], None] = p
         shutil.rmtree(root)
     report(f"generating {agents} agents x {records} records in {root} (once) ...")
     started = time.perf_counter()
-    generate(root, agents, records)
+    generate(root, agents, records, workers=load_workers())  # one process per CPU
     marker.write_text(json.dumps({"agents": agents, "records": records}))
     report(f"generated in {time.perf_counter() - started:.1f} s")
     return root

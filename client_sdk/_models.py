@@ -149,6 +149,7 @@ class ToolRule:
     tags: tuple[str, ...] | None = None
     cost_from: str | None = None
     approvals_required: int | None = None
+    approval_passkey: dict[str, Any] | None = None
 
 
 @attrs.frozen

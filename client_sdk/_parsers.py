@@ -139,6 +139,7 @@ def parse_tool_rule(body: Any) -> ToolRule:
         tags=opt_strings(obj, "tags"),
         cost_from=opt(obj, "cost_from", str),
         approvals_required=opt_integer(obj, "approvals_required"),
+        approval_passkey=opt(obj, "approval_passkey", dict),
     )
 
 

@@ -16,11 +16,12 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from client_sdk._passkey import check_passkey
 from client_sdk.errors import ReceiptError
 
 SIGNING_PREFIX = b"guard-log/1 record\n"  # then the 32 raw bytes of the record's hash
@@ -129,6 +130,7 @@ def verify_receipt(
     input: Any,
     max_age_secs: float,
     now: float | None = None,
+    passkeys: Iterable[Mapping[str, Any]] | None = None,
 ) -> str:
     """Check that ``receipt`` proves the guard allowed agent ``agent_id`` to
     call ``tool`` with exactly ``input``, at most ``max_age_secs`` seconds ago
@@ -140,6 +142,11 @@ def verify_receipt(
     the IDs you have acted on to refuse a receipt used twice. Raises
     ``ReceiptError`` with ``reason`` when the receipt does not prove that;
     ``ValueError`` for a malformed ``public_key`` or ``max_age_secs``.
+
+    ``passkeys``: the ``passkey_registered`` records (of the guard's operators
+    log) of the approvers you trust. Given, the allowance must also carry
+    the approver's passkey assertion, signed by one of them over this very
+    allowance (docs/receipts.md, "Passkey-approved actions").
     """
     key = _verify_key(public_key)
     if not (isinstance(max_age_secs, int | float) and max_age_secs >= 0):
@@ -176,4 +183,6 @@ def verify_receipt(
         raise ReceiptError(
             f"receipt expired: allowed at {allowed['ts']}, more than {max_age_secs:g} seconds ago"
         )
+    if passkeys is not None:
+        check_passkey(allowed, passkeys, _canonical)
     return str(allowed["action_id"])

@@ -5,6 +5,7 @@ import * as api from "./api.js";
 import { agentDetail } from "./detail.js";
 import { grantsView } from "./grants.js";
 import { disableNotifications, enableNotifications, notify, notifyState } from "./notify.js";
+import { passkeyFor, passkeysView } from "./passkeys.js";
 import { PendingCards, decidedElsewhere, ownDecision, pendingKey, unknownDecision } from "./pending.js";
 import * as sso from "./sso.js";
 import { paintTimes, setTime, timeText } from "./times.js";
@@ -68,7 +69,7 @@ $("flash-dismiss").addEventListener("click", () => show($("flash"), false));
 function showLogin(message) {
   clearInterval(timer);
   timer = null;
-  for (const id of ["nav", "operator", "agents-view", "pending-view", "detail-view", "offline-banner", "api-error"]) {
+  for (const id of ["nav", "operator", "agents-view", "pending-view", "passkeys-view", "detail-view", "offline-banner", "api-error"]) {
     show($(id), false);
   }
   show($("login"), true);
@@ -326,6 +327,8 @@ const decisions = {
   async approve(entry, note) {
     const body = { approver: requireOperator() };
     if (note.trim()) body.note = note;
+    const passkey = await passkeyFor(entry.agent_id, entry.action.action_id, "approve");
+    if (passkey !== undefined) body.passkey = passkey;
     const url = api.path`/v1/agents/${entry.agent_id}/actions/${entry.action.action_id}/approve`;
     await decideOn(entry, "approve", url, body);
   },
@@ -333,6 +336,8 @@ const decisions = {
     const body = { approver: requireOperator(), reason };
     if (!reason.trim()) throw new Error("A reason is required to reject.");
     if (scar) body.scar = scar;
+    const passkey = await passkeyFor(entry.agent_id, entry.action.action_id, "reject");
+    if (passkey !== undefined) body.passkey = passkey;
     const url = api.path`/v1/agents/${entry.agent_id}/actions/${entry.action.action_id}/reject`;
     await decideOn(entry, "reject", url, body);
   },
@@ -581,13 +586,19 @@ function agentInHash() {
 
 function route() {
   const agentId = agentInHash();
-  const view = agentId !== null ? "detail" : location.hash === "#/pending" ? "pending" : "agents";
+  const views = { "#/pending": "pending", "#/passkeys": "passkeys" };
+  const view = agentId !== null ? "detail" : (views[location.hash] ?? "agents");
   for (const section of document.querySelectorAll("section.view")) {
     show(section, section.dataset.view === view);
   }
   for (const link of document.querySelectorAll("nav.tabs a")) {
     if (link.dataset.view === view) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
+  }
+  if (view === "passkeys") {
+    const passkeys = passkeysView();
+    $("passkeys-slot").replaceChildren(passkeys.el);
+    passkeys.load();
   }
   if (view === "detail") {
     if (detail?.agentId !== agentId) {
@@ -600,6 +611,7 @@ function route() {
       cardLists.add(cards);
       setText($("detail-id"), agentId);
       $("detail-body").replaceChildren(detail.el);
+      if (agentsById.get(agentId)?.state === "unloaded") detail.notLoaded();
       detailPending(detail);
       refreshDetail(detail).catch(handleError);
     }

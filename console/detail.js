@@ -174,7 +174,8 @@ function quarantineHelp(agentId, message, listError) {
     h(
       "p",
       { testid: "quarantine-reason" },
-      `Its log failed verification when guardd started: ${listError ?? message}. ` +
+      // Not "at startup": on a shared store a log is verified when it is first used.
+      `Its log failed verification: ${listError ?? message}. ` +
         "guardd decides nothing for it, and answers every request about it with 503 quarantined, " +
         "until its log is whole again.",
     ),
@@ -255,6 +256,7 @@ export function agentDetail(agentId, logTail, grants, pending) {
   const noScars = h("p", { class: "empty", testid: "detail-no-scars" }, "No scars.");
   const logBody = h("tbody", { testid: "log-records" });
   const error = errorLine("detail-error");
+  const loading = h("p", { class: "empty", role: "status", testid: "detail-loading" }, "Loading…");
   const waiting = h(
     "div",
     { class: "detail-pending", testid: "detail-pending", hidden: true },
@@ -287,7 +289,7 @@ export function agentDetail(agentId, logTail, grants, pending) {
       logBody,
     ),
   );
-  const el = h("div", { class: "detail", "data-agent-id": agentId }, error.el, quarantine, content);
+  const el = h("div", { class: "detail", "data-agent-id": agentId }, error.el, loading, quarantine, content);
   const folded = new History();
   const items = new Map(); // action_id -> history item
   let lastSeq = null;
@@ -320,6 +322,14 @@ export function agentDetail(agentId, logTail, grants, pending) {
     logLimit: () => (lastSeq === null ? HISTORY_RECORDS : LOG_PAGE),
     setError(message) {
       error.set(message);
+      if (message) show(loading, false);
+    },
+    /**
+     * The list says this node has not loaded the agent yet: the page's first
+     * request loads it (its log read and verified), which a long log makes slow.
+     */
+    notLoaded() {
+      setText(loading, "Not loaded on this node yet: loading it now (its log is read and verified)…");
     },
     setPolicy(p) {
       view.needsPolicy = false;
@@ -335,11 +345,13 @@ export function agentDetail(agentId, logTail, grants, pending) {
     quarantined(message, listError) {
       quarantine.replaceChildren(...quarantineHelp(agentId, message, listError));
       show(quarantine, true);
+      show(loading, false);
       show(content, false);
       error.set("");
     },
     update(s) {
       show(quarantine, false);
+      show(loading, false);
       const state = s.alive ? "alive" : `terminated: ${s.termination_reason ?? ""}`;
       status.replaceChildren(
         fact("State", "detail-state", state),

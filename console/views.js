@@ -263,16 +263,13 @@ export function agentRow(agentId, actions) {
     el,
     update(entry) {
       const s = entry.status;
-      const quarantined = entry.state !== "active" || !s;
-      const kind = quarantined ? "quarantined" : s.alive ? "alive" : "terminated";
+      const kind = agentKind(entry);
       setText(state, kind);
       state.dataset.state = kind;
       el.dataset.state = kind;
-      setText(
-        stateDetail,
-        quarantined ? (entry.error ?? "") : s.alive ? "" : (s.termination_reason ?? ""),
-      );
-      if (!quarantined) {
+      setText(stateDetail, stateDetailText(kind, entry));
+      // Only a loaded agent has figures; the others' rows hide them (style.css).
+      if (kind === "alive" || kind === "terminated") {
         budgetBar.set(s.spent, s.budget, `spent ${num(s.spent)} of ${num(s.budget)}`);
         setText(budgetText, `${num(s.spent)} spent · ${num(s.remaining)} left of ${num(s.budget)}`);
         scarBar.set(s.scar_score, s.scar_limit, `scar score ${num(s.scar_score)} of ${num(s.scar_limit)}`);
@@ -287,6 +284,32 @@ export function agentRow(agentId, actions) {
       }
     },
   };
+}
+
+/**
+ * What a row of GET /v1/agents shows: alive or terminated (with a status),
+ * unloaded (a node on a shared store has not read its log yet: no status, and
+ * nothing wrong with it), or quarantined (its log failed verification, or an
+ * entry without a status).
+ */
+function agentKind(entry) {
+  if (entry.state === "unloaded") return "unloaded";
+  const s = entry.status;
+  if (entry.state !== "active" || !s) return "quarantined";
+  return s.alive ? "alive" : "terminated";
+}
+
+function stateDetailText(kind, entry) {
+  switch (kind) {
+    case "unloaded":
+      return "not loaded on this node yet: its page loads it";
+    case "quarantined":
+      return entry.error ?? "";
+    case "terminated":
+      return entry.status.termination_reason ?? "";
+    default:
+      return "";
+  }
 }
 
 function verifyReport(report) {

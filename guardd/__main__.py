@@ -44,6 +44,7 @@ from guardd.logs import configure_logging
 from guardd.metrics import TimedQuart, create_metrics_app
 from guardd.oidc import Oidc
 from guardd.operators import Operators
+from guardd.passkeys import Passkeys, relying_party
 from guardd.serving import receive_little, serve
 from guardd.webhook_delivery import Webhooks
 from guardd.webhooks import WebhookConfig
@@ -117,7 +118,14 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
     # operator with the roles their claims map to.
     resolver = None if oidc is None else oidc.operator
     auth = Authenticator(admin, ring.token_key, operators, resolver)
-    guard = Guard(data_dir, ring, registry, auth, operators, oidc)
+    party = relying_party(
+        settings.webauthn_rp_id,
+        settings.webauthn_origin,
+        settings.public_url,
+        settings.port,
+        settings.tls,
+    )
+    guard = Guard(data_dir, ring, registry, auth, operators, oidc, Passkeys(operators, party))
     return guard, summary, source
 
 
@@ -162,7 +170,8 @@ def print_startup(
         f"data dir: {settings.data_dir}",
         f"public key: {guard.ring.public_key_hex}",
         f"admin token: from {source}",
-        f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined",
+        f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined"
+        + (f", {summary.unloaded} loaded on first use" if summary.unloaded else ""),
         *WebhookConfig.from_settings(settings).banner(),
         *_traces_banner(settings),
     ]

@@ -28,6 +28,7 @@ from guardd.routes import (
     log,
     meta,
     operators,
+    passkeys,
     policies,
     shadow,
 )
@@ -51,6 +52,7 @@ BLUEPRINTS: tuple[ServiceBlueprint, ...] = (
     log.blueprint,
     hooks.blueprint,
     operators.blueprint,
+    passkeys.blueprint,
     meta.metrics_blueprint,
 )
 

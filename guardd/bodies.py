@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
 
 import attrs
 import cattrs
@@ -83,6 +83,10 @@ class RuleBody:
     effect: Effect
     message: str = optional("A `deny` rule's message (in its denial's reason).")
     scar: Severity = optional("A `deny` rule's scar on each denial (default: none).")
+    approval_passkey: bool | Literal["both"] = optional(
+        "A `require_approval` rule's: each approval of a call it holds must carry the "
+        'approver\'s passkey assertion (`true`), and each rejection too (`"both"`).'
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -115,6 +119,10 @@ class ToolRuleBody:
     approvals_required: Quorum = optional(
         "Operators who must each approve a held call (1 to 10, default 1); each "
         "approval before the last writes `approval_recorded`."
+    )
+    approval_passkey: bool | Literal["both"] = optional(
+        "`true`: each approval of a held call must carry the approver's passkey "
+        'assertion (`passkey`); `"both"`: each rejection too (default false).'
     )
 
 
@@ -236,6 +244,12 @@ class ClaudeCodeHook:
 class ApproveBody:
     approver: Name | None = optional(SIGNED_NAME)
     note: Text | None = None
+    passkey: Any = optional(
+        "The approver's passkey assertion (the `PublicKeyCredential` JSON of "
+        "`navigator.credentials.get`, as `toJSON()` gives it), made with the action's "
+        "`approval-options`. Required when the tool's rule has `approval_passkey`; "
+        "written into the record as `passkey`."
+    )
 
 
 @attrs.frozen
@@ -243,6 +257,28 @@ class RejectBody:
     reason: Text
     approver: Name | None = optional(SIGNED_NAME)
     scar: Severity | None = None
+    passkey: Any = optional(
+        "The approver's passkey assertion (the `PublicKeyCredential` JSON of "
+        "`navigator.credentials.get`, as `toJSON()` gives it), made with the action's "
+        "`approval-options`. Required when the tool's rule has `approval_passkey`; "
+        "written into the record as `passkey`."
+    )
+
+
+@attrs.frozen
+class PasskeyCredential:
+    """A WebAuthn credential as the browser's `credential.toJSON()` gives it
+    (other keys, such as `clientExtensionResults`, are ignored)."""
+
+    more_keys: ClassVar[bool] = True
+
+    id: str = doc("The credential ID, base64url.")
+    rawId: str = doc("The same ID, base64url.")
+    type: str = doc("`public-key`.")
+    response: Any = doc(
+        "The authenticator's response: `clientDataJSON` and `attestationObject` "
+        "(registration), each base64url."
+    )
 
 
 @attrs.frozen
@@ -489,6 +525,7 @@ BODIES: dict[str, type[Any]] = {
     "AddScar": ScarBody,
     "Terminate": TerminateBody,
     "IssueOperatorToken": OperatorTokenBody,
+    "PasskeyCredential": PasskeyCredential,
     "IssueGrant": GrantBody,
     "RevokeGrant": RevokeGrantBody,
     "Policy": PolicyBody,

@@ -70,6 +70,10 @@ class Settings:
     recent_actions: int = DEFAULT_RECENT_ACTIONS
     # --oidc-issuer and its companions: people sign in with the issuer's tokens
     oidc: OidcConfig | None = None
+    # --webauthn-rp-id, --webauthn-origin: whom passkeys are made for (guardd.passkeys);
+    # None: from --public-url, else from the listen address
+    webauthn_rp_id: str | None = None
+    webauthn_origin: str | None = None
 
     @property
     def tls(self) -> bool:
@@ -258,6 +262,24 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "GUARD_PUBLIC_URL",
         None,
         "the console's address as operators reach it (links in webhook messages)",
+    )
+    _option(
+        parser,
+        "--webauthn-rp-id",
+        env,
+        "GUARD_WEBAUTHN_RP_ID",
+        None,
+        "the WebAuthn relying party ID passkeys are made for: the console's host name "
+        "(default from --public-url, else localhost)",
+    )
+    _option(
+        parser,
+        "--webauthn-origin",
+        env,
+        "GUARD_WEBAUTHN_ORIGIN",
+        None,
+        "the origin passkey ceremonies must come from (default from --public-url, "
+        "else http://localhost:PORT)",
     )
     parser.add_argument(
         "--otel-record-input",
@@ -470,6 +492,8 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         idempotency_retention=retention,
         recent_actions=recent_actions,
         oidc=oidc,
+        webauthn_rp_id=args.webauthn_rp_id,
+        webauthn_origin=args.webauthn_origin,
         **({"checkpoint_dir": Path(args.checkpoint_dir)} if args.checkpoint_dir else {}),
     )
 

@@ -59,6 +59,8 @@ PUBLIC, OPERATOR, AGENT, TOKEN_AGENT = (
 # in lower case (public, operator, agent, token_agent), and the operator role.
 CALLER_EXTENSION = "x-guard-caller"
 ROLE_EXTENSION = "x-guard-role"
+# Set on an operation the admin token is refused (403): it is no person.
+PERSON_EXTENSION = "x-guard-person"
 
 
 @attrs.frozen
@@ -101,6 +103,7 @@ PATH_PARAMS = {
     "policy_name": PathParam(PolicyName, "A named policy."),
     "name": PathParam(str, "File name."),
     "token_id": PathParam(str, "An operator token: `tok-<16 hex>`."),
+    "credential_id": PathParam(str, "A passkey's credential ID, base64url."),
 }
 
 
@@ -135,6 +138,9 @@ class Endpoint:
     errors: tuple[str, ...] = ()  # beyond those that follow from the rest
     writes: bool = False  # read_only and unavailable when the log cannot take it
     description: str | None = None
+    # Only a person or a program with its own identity, not the admin token
+    # (passkeys: a passkey belongs to someone); the route refuses it.
+    person: bool = False
 
     @property
     def path(self) -> str:

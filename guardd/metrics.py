@@ -168,6 +168,9 @@ class AgentsCollector(Collector):
         by_state.add_metric(("active",), active)
         by_state.add_metric(("terminated",), terminated)
         by_state.add_metric(("quarantined",), len(agents.quarantined))
+        # A shared store's agents this node has not loaded: their logs are
+        # neither read nor counted in the log bytes until their first use.
+        by_state.add_metric(("unloaded",), len(agents.unloaded))
         pending_family.add_metric((), pending)
         bytes_family.add_metric((), log_bytes)
         yield from (by_state, pending_family, bytes_family)
@@ -202,7 +205,8 @@ class AgentsCollector(Collector):
             ),
             GaugeMetricFamily(
                 "guard_log_bytes",
-                "Bytes in the agents' logs: committed records, and quarantined logs as on disk",
+                "Bytes in the agents' logs: committed records, and quarantined logs as on disk"
+                " (not those of agents this node has not loaded yet)",
                 labels=(),
             ),
         )

@@ -36,6 +36,7 @@ from guardd.endpoints import (
     JSON,
     MAX_IDEMPOTENCY_KEY,
     PATH_PARAMS,
+    PERSON_EXTENSION,
     PUBLIC,
     ROLE_EXTENSION,
     Endpoint,
@@ -413,6 +414,8 @@ def _operation(endpoint: Endpoint, components: _Components) -> Schema:
     operation[CALLER_EXTENSION] = caller.name.lower()
     if endpoint.role is not None:
         operation[ROLE_EXTENSION] = endpoint.role
+    if endpoint.person:
+        operation[PERSON_EXTENSION] = True
     return operation
 
 

@@ -44,6 +44,7 @@ from agents_runtime.log.store import HeadMoved
 from agents_runtime.log.verify import ChainVerifier
 from guardd.auth import OPERATOR_TOKEN_PREFIX, VIA_OPERATOR_TOKEN, Operator, held
 from guardd.errors import ApiError, ApiNotFound
+from guardd.passkeys import PasskeyTable
 
 log = logging.getLogger("guardd.operators")
 
@@ -106,6 +107,7 @@ class Operators:
         self._head = Head.empty()
         self._tokens: dict[str, OperatorToken] = {}  # by token_id, in order of issue
         self._by_hash: dict[str, OperatorToken] = {}
+        self.passkeys = PasskeyTable()  # the operators' passkeys (guardd.passkeys)
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
@@ -152,6 +154,8 @@ class Operators:
                 revoked = attrs.evolve(found, revoked_at=record["ts"])
                 self._tokens[found.token_id] = revoked
                 self._by_hash[found.secret_sha256] = revoked
+        else:
+            self.passkeys.fold(record)
 
     async def start(self) -> None:
         if self._follow and self._task is None:
@@ -220,6 +224,14 @@ class Operators:
 
     def now(self) -> float:
         return self._clock()
+
+    async def refresh(self) -> None:
+        """Read what other nodes wrote to the operators log."""
+        await self.tokens()
+
+    async def write(self, fields: dict[str, Any], check: Callable[[], None] | None = None) -> None:
+        """Append a record of another concept (guardd.passkeys) to the operators log."""
+        await self._write(fields, check)
 
     async def issue(
         self, name: str, role: str, ttl_secs: Decimal | None, by: Operator

@@ -118,6 +118,69 @@ class OperatorTokenList:
 
 
 @attrs.frozen(kw_only=True)
+class Passkey:
+    """A passkey as the operators log has it."""
+
+    credential_id: str = doc("The WebAuthn credential ID, base64url.")
+    by_id: str = doc("Whose passkey it is: the operator who registered it.")
+    alg: int = doc("Its COSE algorithm: -7 (ES256) or -8 (EdDSA).")
+    rp_id: str = doc("The relying party ID it was made for.")
+    origin: str = doc("The origin it was registered from.")
+    registered_at: Timestamp
+    status: Literal["active", "revoked"]
+    revoked_at: Timestamp | None = doc("When an admin revoked it; null while not.")
+
+
+@attrs.frozen(kw_only=True)
+class PasskeyList:
+    """Passkeys, oldest first."""
+
+    passkeys: list[Passkey]
+
+
+@attrs.frozen(kw_only=True)
+class PasskeyCreationOptions:
+    """WebAuthn `PublicKeyCredentialCreationOptions` as JSON (each binary value
+    base64url), for `navigator.credentials.create` (`PublicKeyCredential.
+    parseCreationOptionsFromJSON`). The challenge is good once, for five minutes."""
+
+    rp: Any = doc("`{name, id}`: the relying party.")
+    user: Any = doc("`{id, name, displayName}`: the operator.")
+    challenge: str
+    pubKeyCredParams: Any = doc("EdDSA (-8) and ES256 (-7).")
+    timeout: int
+    excludeCredentials: Any = doc("The caller's passkeys already registered.")
+    authenticatorSelection: Any = doc("User verification required.")
+    attestation: str = doc("`none`.")
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalBinding:
+    """What a passkey signs for one decision: the challenge is SHA-256 of the
+    RFC 8785 form of this object."""
+
+    log_id: AgentId
+    action_id: ActionId
+    request_hash: Hex64 = doc("The hash of the action's `action_requested` record.")
+    decision: Literal["approve", "reject"]
+    by_id: str = doc("The approver's identity.")
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalOptions:
+    """WebAuthn `PublicKeyCredentialRequestOptions` as JSON, for
+    `navigator.credentials.get`, whose challenge is the decision's binding."""
+
+    challenge: str = doc("base64url of SHA-256(RFC 8785 of `binding`).")
+    rpId: str
+    allowCredentials: Any = doc("The caller's active passkeys.")
+    userVerification: Literal["required"]
+    timeout: int
+    binding: ApprovalBinding
+    passkey_required: bool = doc("Whether the tool's rule requires a passkey for this decision.")
+
+
+@attrs.frozen(kw_only=True)
 class PublicKey:
     """The Ed25519 key that signs every log, as hex."""
 
@@ -215,15 +278,27 @@ class QuarantinedAgent:
     failure: VerifyFailure = optional()
 
 
-class AgentListEntry(OneOf):
-    """`status` when active; `error` when its log failed verification."""
+@attrs.frozen(kw_only=True)
+class UnloadedAgent:
+    """An agent in a shared (PostgreSQL) store that this node has not loaded
+    yet: its log is verified and folded on its first use (any request naming
+    it, e.g. `GET /v1/agents/{agent_id}`), and it is listed as active or
+    quarantined from then on."""
 
-    variants = (ActiveAgent, QuarantinedAgent)
+    agent_id: AgentId
+    state: Literal["unloaded"]
+
+
+class AgentListEntry(OneOf):
+    """`status` when active; `error` when its log failed verification;
+    neither when this node has not loaded it yet (`unloaded`)."""
+
+    variants = (ActiveAgent, QuarantinedAgent, UnloadedAgent)
 
 
 @attrs.frozen(kw_only=True)
 class AgentList:
-    """Active and quarantined agents, sorted by ID."""
+    """Active, quarantined and not yet loaded agents, sorted by ID."""
 
     agents: list[AgentListEntry]
 
@@ -247,6 +322,10 @@ class ToolRuleInForce:
     cost_from: str = optional("The input key whose value is the call's amount; absent: none.")
     approvals_required: Quorum = optional(
         "Operators who must each approve a held call; present when above 1."
+    )
+    approval_passkey: bool | Literal["both"] = optional(
+        "Whether approvals (`true`) or approvals and rejections (`both`) must carry "
+        "the approver's passkey assertion; present when set."
     )
 
 

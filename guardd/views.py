@@ -166,6 +166,10 @@ def quarantined_agent(agent_id: str, message: str, failure: Failure) -> Json:
     }
 
 
+def unloaded_agent(agent_id: str) -> Json:
+    return {"agent_id": agent_id, "state": "unloaded"}
+
+
 def agent_list(entries: list[Json]) -> Json:
     return {"agents": entries}
 
@@ -175,7 +179,9 @@ def listed_agents(listed: list[Listed]) -> Json:
     entries = []
     for entry in listed:
         failure = entry.failure
-        if failure is None:
+        if entry.unloaded:
+            entries.append(unloaded_agent(entry.agent_id))
+        elif failure is None:
             entries.append(active_agent(entry.agent_id, entry.status))
         else:
             entries.append(quarantined_agent(entry.agent_id, quarantine_message(failure), failure))
@@ -525,5 +531,6 @@ BY_COMMAND: Renders = {
     c.ClearShadow: _ok,
 }
 # The commands whose reply a route uses as it is: an action's ID or None
-# (FindAction), a future (WatchAction), the log's handle (GetLogView).
-AS_IS = frozenset({c.FindAction, c.WatchAction, c.GetLogView})
+# (FindAction), a future (WatchAction), the log's handle (GetLogView), what a
+# passkey signs to decide an action (ApprovalSubject: guardd.passkeys reads it).
+AS_IS = frozenset({c.FindAction, c.WatchAction, c.GetLogView, c.ApprovalSubject})

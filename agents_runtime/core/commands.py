@@ -17,7 +17,7 @@ from agents_runtime.core.actions import (
     WatchAction,
 )
 from agents_runtime.core.agent import GetLogView, GetPolicy, GetStatus, SetPolicy
-from agents_runtime.core.decisions import Approve, Cancel, ListPending, Reject
+from agents_runtime.core.decisions import ApprovalSubject, Approve, Cancel, ListPending, Reject
 from agents_runtime.core.entries import Command
 from agents_runtime.core.grants import IssueGrant, ListGrants, RevokeGrant
 from agents_runtime.core.scars import AddScar
@@ -29,6 +29,7 @@ __all__ = [
     "ADMIN",
     "AGENT",
     "AddScar",
+    "ApprovalSubject",
     "Approve",
     "Cancel",
     "ClearShadow",

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 from cel_expr_python import cel
 
+from agents_runtime.core._cel_cost import CostError, check_cost
 from agents_runtime.log.canonical import MAX_SAFE_INT
 
 _T = cel.Type
@@ -95,6 +96,9 @@ class Condition:
     text: str
     program: Any = attrs.field(eq=False, repr=False)
     reads: Reads = attrs.field(eq=False, repr=False)
+    # How many + outside macros may join strings, lists or bytes: the rules
+    # of one list have at most MAX_JOINS in all (policy.py).
+    joins: int = attrs.field(eq=False, repr=False, default=0)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return compile_condition, (self.text,)
@@ -102,7 +106,8 @@ class Condition:
 
 def compile_condition(text: str) -> Condition:
     """Compile and type-check ``text``, or raise ValueError with
-    ``line L column C: what is wrong``."""
+    ``line L column C: what is wrong`` (a construct whose cost grows faster
+    than the input it reads is refused too: ``_cel_cost``)."""
     try:
         program = _ENV.compile(text)
     except RuntimeError as exc:
@@ -117,7 +122,25 @@ def compile_condition(text: str) -> Condition:
     returns = program.return_type()
     if returns != _BOOL and returns != _DYN:
         raise ValueError(f"must be a boolean expression, not {returns.name().lower()}")
-    return Condition(text, program, Reads.of_text(text))
+    joins = _WITHIN_COST.get(text)
+    if joins is None:
+        try:
+            joins = check_cost(text, program.serialize())
+        except CostError as exc:
+            line = text.count("\n", 0, exc.offset) + 1
+            column = exc.offset - (text.rfind("\n", 0, exc.offset) + 1) + 1
+            raise ValueError(f"line {line} column {column}: {exc}") from None
+        if len(_WITHIN_COST) >= _WITHIN_COST_MAX:
+            _WITHIN_COST.clear()
+        _WITHIN_COST[text] = joins
+    return Condition(text, program, Reads.of_text(text), joins)
+
+
+# The texts the cost check passed, with their joins: it costs twice the
+# compiling, and the same rules come back often (each follower of a named
+# policy, each agent's policy at startup). Cleared when full.
+_WITHIN_COST: dict[str, int] = {}
+_WITHIN_COST_MAX = 4096
 
 
 def timestamp(now: float) -> datetime:

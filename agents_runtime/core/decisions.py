@@ -91,6 +91,9 @@ class Approve(Command):
     approver: str
     note: str | None = None
     by_id: str | None = None  # the approver's identity (entries.signed_by)
+    # The approver's passkey assertion, checked by guardd against the binding
+    # (agents_runtime.log.passkeys) before it sends this; written as it is.
+    passkey: dict[str, str] | None = None
 
 
 @attrs.frozen
@@ -100,6 +103,7 @@ class Reject(Command):
     reason: str
     scar: str | None = None
     by_id: str | None = None
+    passkey: dict[str, str] | None = None
 
 
 @attrs.frozen
@@ -118,6 +122,25 @@ class ListPending(Command):
     pass
 
 
+@attrs.frozen
+class ApprovalSubject(Command):
+    """What an operator's passkey signs to decide a pending action (its binding's parts)."""
+
+    action_id: str
+
+
+@attrs.frozen
+class Subject:
+    """The reply of ApprovalSubject: the agent's log, the action, the hash
+    of its request, and which decisions of it need a passkey."""
+
+    log_id: str
+    action_id: str
+    request_hash: str
+    passkey_approve: bool
+    passkey_reject: bool
+
+
 # -- the decision of a request, and of an approval --------------------------------------
 
 
@@ -133,6 +156,7 @@ def conclude(
     by_id: str | None = None,
     approvers: list[dict[str, Any]] | None = None,
     shadow: dict[str, Any] | None = None,
+    passkey: dict[str, str] | None = None,
 ) -> Steps:
     """Write the decision records for a verdict on the action whose
     action_requested record is ``request`` (as sealed, or folded); return
@@ -160,6 +184,8 @@ def conclude(
             signed_by(fields, approver, by_id)
             if approvers is not None:
                 fields["approvers"] = approvers
+            if passkey is not None:
+                fields["passkey"] = passkey
         if grant is not None:
             fields["grant_id"] = grant
         if shadow is not None:
@@ -192,6 +218,8 @@ def conclude(
         signed_by(denied, approver, by_id)
         if approvers is not None:
             denied["approvers"] = approvers
+        if passkey is not None:
+            denied["passkey"] = passkey
     if verdict.rule is not None:
         denied["rule"] = verdict.rule
     if shadow is not None:
@@ -241,8 +269,33 @@ def _decided_how(held: Action) -> str:
     return f"was denied ({code}) at {at} when {held.approved_by or 'an operator'} approved it"
 
 
+def _passkey_needed(state: AgentState, action: Action, decision: str, given: object) -> None:
+    """Forbidden when the tool's rule wants ``decision`` signed by a passkey
+    and none came with it (guardd checks one that came before it sends it)."""
+    assert state.policy is not None
+    if given is None and state.policy.passkey_needed(action.tool, decision, action.rule):
+        raise Forbidden(
+            f"{decision} of {action.action_id} needs the approver's passkey: send `passkey`, "
+            "an assertion made with the action's approval-options"
+        )
+
+
+def approval_subject(state: AgentState, cmd: ApprovalSubject, now: float, lines: Lines) -> Subject:
+    action = pending_action(state, cmd.action_id)
+    policy = state.policy
+    assert policy is not None
+    return Subject(
+        state.agent_id,
+        action.action_id,
+        action.request["hash"],
+        policy.passkey_needed(action.tool, "approve", action.rule),
+        policy.passkey_needed(action.tool, "reject", action.rule),
+    )
+
+
 def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
     action = pending_action(state, cmd.action_id)
+    _passkey_needed(state, action, "approve", cmd.passkey)
     by_id = cmd.by_id
     if by_id is not None:
         if by_id != ADMIN_TOKEN_ID and action.request.get("by_id") == by_id:
@@ -264,7 +317,10 @@ def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
         }
         if cmd.note is not None:
             fields["note"] = cmd.note
-        yield signed_by(fields, cmd.approver, by_id)
+        signed_by(fields, cmd.approver, by_id)
+        if cmd.passkey is not None:
+            fields["passkey"] = cmd.passkey
+        yield fields
         return Pending(action.action_id, action.rule, action.approvals, required)
     approvers = None
     if required > 1:
@@ -281,20 +337,25 @@ def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
             note=cmd.note,
             by_id=by_id,
             approvers=approvers,
+            passkey=cmd.passkey,
         )
     )
 
 
 def reject(state: AgentState, cmd: Reject, now: float, lines: Lines) -> Steps:
     action = pending_action(state, cmd.action_id)
-    fields = {
+    _passkey_needed(state, action, "reject", cmd.passkey)
+    fields: dict[str, Any] = {
         "kind": Kind.ACTION_REJECTED,
         "action_id": action.action_id,
         "by": cmd.approver,
         "reason": cmd.reason,
         "scar": cmd.scar,
     }
-    yield signed_by(fields, cmd.approver, cmd.by_id)
+    signed_by(fields, cmd.approver, cmd.by_id)
+    if cmd.passkey is not None:
+        fields["passkey"] = cmd.passkey
+    yield fields
     if cmd.scar is not None:
         yield from add_scar(state, cmd.scar, cmd.reason, action.action_id, cmd.approver, cmd.by_id)
     assert action.reason is not None  # set by the fold of its action_rejected
@@ -519,18 +580,32 @@ def _approval_of_allowed(record: Record) -> Approve | None:
     approver = record.get("approved_by")
     if approver is None:
         return None  # allowed at request time: it follows its request
-    return Approve(record["action_id"], approver, record.get("note"), record.get("by_id"))
+    return Approve(
+        record["action_id"],
+        approver,
+        record.get("note"),
+        record.get("by_id"),
+        record.get("passkey"),
+    )
 
 
 def _approval_of_denied(record: Record) -> Approve | None:
     approver = record.get("by")
     if approver is None:
         return None  # denied at request time: it follows its request
-    return Approve(record["action_id"], approver, by_id=record.get("by_id"))
+    return Approve(
+        record["action_id"], approver, by_id=record.get("by_id"), passkey=record.get("passkey")
+    )
 
 
 def _recorded_approval(record: Record) -> Approve:
-    return Approve(record["action_id"], record["by"], record.get("note"), record.get("by_id"))
+    return Approve(
+        record["action_id"],
+        record["by"],
+        record.get("note"),
+        record.get("by_id"),
+        record.get("passkey"),
+    )
 
 
 def _describe_recorded(record: Record) -> str:
@@ -549,7 +624,12 @@ def _announces_recorded(record: Record, requested: Record | None) -> tuple[str, 
 
 def _rejection(record: Record) -> Reject:
     return Reject(
-        record["action_id"], record["by"], record["reason"], record["scar"], record.get("by_id")
+        record["action_id"],
+        record["by"],
+        record["reason"],
+        record["scar"],
+        record.get("by_id"),
+        record.get("passkey"),
     )
 
 
@@ -770,4 +850,5 @@ COMMAND_ENTRIES = (
     CommandEntry(command=Reject, writes=reject, view=None, reads=None),
     CommandEntry(command=Cancel, writes=cancel, view=None, reads=None),
     CommandEntry(command=ListPending, writes=None, view=list_pending, reads=None),
+    CommandEntry(command=ApprovalSubject, writes=None, view=approval_subject, reads=None),
 )

@@ -9,12 +9,13 @@ silently ignored.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, NewType
+from typing import Any, Literal, NewType
 
 import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
+from agents_runtime.core._cel_cost import MAX_JOINS
 from agents_runtime.core.conditions import NOTHING, Condition, Reads, compile_condition
 from agents_runtime.core.money import ZERO, Money, positive, to_money
 from agents_runtime.core.validation import error_messages
@@ -33,6 +34,20 @@ Text = NewType("Text", str)
 MAX_TOOL_NAME = 128
 MAX_NAME = 64
 MAX_KEY_PATH = 256
+# The `when`s of one rule list, in characters, all told: what remains of a
+# decision's cost once the cost check has refused what grows faster than
+# the input (conditions.py) is the expressions' size times the input's.
+MAX_RULES_TEXT = 4096
+
+
+# Whether a held call's approval must be signed by the approver's passkey:
+# false, true (approvals), or "both" (approvals and rejections).
+ApprovalPasskey = Literal[False, True, "both"]
+PASSKEY_BOTH = "both"
+
+
+def _wants(setting: ApprovalPasskey, decision: str) -> bool:
+    return setting is not False and (decision == "approve" or setting == PASSKEY_BOTH)
 
 
 @attrs.frozen
@@ -46,6 +61,8 @@ class Rule:
     # A deny's own words and scar (the others take neither).
     message: Text | None = None
     scar: Severity | None = None
+    # A require_approval rule's: the calls it holds need passkey-signed decisions.
+    approval_passkey: ApprovalPasskey = False
 
 
 class Rules(tuple[Rule, ...]):
@@ -85,6 +102,7 @@ class ToolRule:
     cost_from: KeyPath | None = None
     # Operators who must approve a held call, each once (1 to MAX_APPROVALS).
     approvals_required: ApprovalCount = ApprovalCount(1)
+    approval_passkey: ApprovalPasskey = False
 
 
 def charge_for(
@@ -148,6 +166,19 @@ class Policy:
         rule = self.tools.get(tool, self.default)
         return 1 if rule is None else rule.approvals_required
 
+    def passkey_needed(self, tool: str, decision: str, held_by: str | None = None) -> bool:
+        """Whether an operator's ``decision`` (approve or reject) on a held call
+        of ``tool`` must carry a passkey assertion (agents_runtime.log.passkeys):
+        as the tool's rule says, or the policy rule ``held_by`` that held it."""
+        rule = self.tools.get(tool, self.default)
+        if rule is None:
+            return False
+        if _wants(rule.approval_passkey, decision):
+            return True
+        if held_by is None:
+            return False
+        return any(r.name == held_by and _wants(r.approval_passkey, decision) for r in rule.rules)
+
     def approval_timeout(self, tool: str) -> Decimal | None:
         """Seconds a held call of ``tool`` may wait: its rule's (the tool's
         own, else the default rule's) if it sets one, else the policy's."""
@@ -188,6 +219,12 @@ def _bool(value: Any, _: Any) -> bool:
     if type(value) is bool:
         return value
     raise ValueError("must be true or false")
+
+
+def _approval_passkey(value: Any, _: Any) -> ApprovalPasskey:
+    if value is True or value is False or value == PASSKEY_BOTH:
+        return value  # type: ignore[no-any-return]  # one of the Literal's values
+    raise ValueError('must be true, false or "both"')
 
 
 def _tool_name(value: Any, _: Any) -> str:
@@ -251,6 +288,8 @@ def _rules(value: Any, _: Any) -> Rules:
             rule = _converter.structure(item, Rule)
             if rule.effect != Effect.DENY and (rule.message is not None or rule.scar is not None):
                 raise ValueError(f"only a {Effect.DENY} rule takes a message or a scar")
+            if rule.effect != Effect.REQUIRE_APPROVAL and rule.approval_passkey is not False:
+                raise ValueError(f"only a {Effect.REQUIRE_APPROVAL} rule takes approval_passkey")
             if rule.name in names:
                 raise ValueError(f"rule name {rule.name!r} is used twice")
             names.add(rule.name)
@@ -260,6 +299,16 @@ def _rules(value: Any, _: Any) -> Rules:
             errors.append(exc)
     if errors:
         raise ExceptionGroup("invalid rules", errors)
+    if (size := sum(len(rule.when.text) for rule in result)) > MAX_RULES_TEXT:
+        raise ValueError(
+            f"the when expressions hold {size} characters in all, more than {MAX_RULES_TEXT}"
+        )
+    if (joins := sum(rule.when.joins for rule in result)) > MAX_JOINS:
+        raise ValueError(
+            f"the when expressions have {joins} + that may join strings, lists or bytes"
+            f" in all, more than {MAX_JOINS} (each copies its operands; write int(...) or"
+            " double(...) around an input number to add numbers)"
+        )
     return Rules(tuple(result))
 
 
@@ -281,6 +330,7 @@ _converter.register_structure_hook(PositiveNumber, lambda v, _: PositiveNumber(p
 _converter.register_structure_hook(PositiveInt, _positive_int)
 _converter.register_structure_hook(ApprovalCount, _approval_count)
 _converter.register_structure_hook(bool, _bool)
+_converter.register_structure_hook_func(lambda t: t == ApprovalPasskey, _approval_passkey)
 _converter.register_structure_hook_func(lambda t: t == dict[str, ToolRule], _tools)
 _converter.register_structure_hook(ShortName, _short_name)
 _converter.register_structure_hook(KeyPath, _key_path)
@@ -320,6 +370,8 @@ def policy_json(policy: Policy) -> dict[str, Any]:
             out["cost_from"] = r.cost_from
         if r.approvals_required != 1:  # one approver keeps the old bytes
             out["approvals_required"] = r.approvals_required
+        if r.approval_passkey is not False:
+            out["approval_passkey"] = r.approval_passkey
         return out
 
     out = {
@@ -347,4 +399,6 @@ def rule_json(rule: Rule) -> dict[str, Any]:
         out["message"] = rule.message
     if rule.scar is not None:
         out["scar"] = rule.scar
+    if rule.approval_passkey is not False:
+        out["approval_passkey"] = rule.approval_passkey
     return out

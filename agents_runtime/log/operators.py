@@ -2,8 +2,9 @@
 
 It has the format of an agent's log (docs/log-format.md): a genesis record
 whose ``log_id`` is ``operators``, then records chained by hash and signed
-with the same key. Its own record kinds are ``operator_token_issued`` and
-``operator_token_revoked``; it has no policy record. The store keeps it
+with the same key. Its own record kinds are ``operator_token_issued``,
+``operator_token_revoked``, ``passkey_registered`` and ``passkey_revoked``;
+it has no policy record. The store keeps it
 (``OperatorsLog``, below): ``<data-dir>/operators.jsonl`` on the file store,
 rows of ``guard_operators`` on PostgreSQL. guardd verifies it at start (a
 failure stops guardd: no identity can be trusted from it) and ``audit
@@ -32,10 +33,12 @@ class OperatorKind(StrEnum):
 
     TOKEN_ISSUED = "operator_token_issued"  # noqa: S105  # a kind, no secret
     TOKEN_REVOKED = "operator_token_revoked"  # noqa: S105
+    PASSKEY_REGISTERED = "passkey_registered"
+    PASSKEY_REVOKED = "passkey_revoked"
 
 
 # Each kind's fields: name -> the JSON types it may hold.
-_STR, _NULLABLE_STR = (str,), (str, type(None))
+_STR, _NULLABLE_STR, _INT = (str,), (str, type(None)), (int,)
 FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     OperatorKind.TOKEN_ISSUED.value: {
         "token_id": _STR,
@@ -47,6 +50,19 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "by_id": _STR,
     },
     OperatorKind.TOKEN_REVOKED.value: {"token_id": _STR, "by": _STR, "by_id": _STR},
+    # by and by_id: the operator who registered it, whose passkey it is.
+    OperatorKind.PASSKEY_REGISTERED.value: {
+        "credential_id": _STR,
+        "public_key": _STR,
+        "alg": _INT,
+        "rp_id": _STR,
+        "origin": _STR,
+        "sign_count": _INT,
+        "by": _STR,
+        "by_id": _STR,
+    },
+    # by and by_id: the admin who revoked it.
+    OperatorKind.PASSKEY_REVOKED.value: {"credential_id": _STR, "by": _STR, "by_id": _STR},
 }
 
 

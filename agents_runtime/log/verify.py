@@ -134,12 +134,20 @@ class ChainVerifier:
 
     @classmethod
     def following(
-        cls, head: Head, *, public_key: bytes, log_id: str, signer: Signer | None = None
+        cls,
+        head: Head,
+        *,
+        public_key: bytes,
+        log_id: str,
+        signer: Signer | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> ChainVerifier:
         """A verifier of the lines that follow ``head`` in a log verified up
         to it: what another writer appended to a shared store. A failure
-        names the line as it stands in the whole log."""
-        verifier = cls(public_key=public_key, log_id=log_id, signer=signer)
+        names the line as it stands in the whole log. ``checkpoint``: a
+        head the lines must reach unchanged (signed: they need no signature
+        check up to it)."""
+        verifier = cls(public_key=public_key, log_id=log_id, signer=signer, checkpoint=checkpoint)
         verifier.head = head
         verifier.log_id = log_id
         verifier.first_seq = 0

@@ -102,6 +102,17 @@ def wall_clock() -> float:
     return time.time()
 
 
+def _verified(upto: Committed) -> Checkpoint:
+    """The committed head as a checkpoint a rebuild must reach, vouching for
+    the records up to it: this node verified each of them (signature
+    included) before it folded or committed it, so a chain of hashes that
+    reaches the head's hash holds those same records, and their signatures
+    need no check again (the rule a signed checkpoint follows at a start).
+    A lost race then costs the hashes of the rows it reads, not their
+    Ed25519 checks."""
+    return Checkpoint(upto.head.seq, upto.head.hash, signed=True)
+
+
 def _refuse_write(fields: dict[str, Any]) -> Sealed:
     raise ReadOnly(READ_ONLY)
 
@@ -497,11 +508,10 @@ class AgentActor:
         # meanwhile. From the agent's snapshot and the rows after it when
         # they reach ``upto``; else the whole log, which must still reach
         # ``upto`` unchanged (and says how it does not).
-        state = await asyncio.to_thread(self._from_snapshot, upto)
-        if state is not None:
-            keep_recent(state, self.state.recent_actions)
+        rebuilt = await asyncio.to_thread(self._from_snapshot, upto)
+        if rebuilt is not None:
+            state, self.committed = rebuilt
             self.state = state
-            self.committed = upto
             self._deadline = next_deadline(state)
             return None
         loaded = await asyncio.to_thread(self._reload, upto)
@@ -516,11 +526,15 @@ class AgentActor:
         self.rebuilt_from = None
         return None
 
-    def _from_snapshot(self, upto: Committed) -> AgentState | None:
+    def _from_snapshot(self, upto: Committed) -> tuple[AgentState, Committed] | None:
         """The state at ``upto`` from the agent's snapshot and the records
-        after it, each verified (chain from the snapshot's signed head, key);
-        None when there is no usable snapshot or they do not reach ``upto``
-        exactly (the whole log then decides). Blocking."""
+        after it, each verified (chain from the snapshot's signed head, key),
+        with ``upto``; or, when the snapshot is ahead of ``upto`` (another
+        node wrote it), the snapshot's state and head once the rows from
+        ``upto`` to it are verified (new here: signatures included). None
+        when there is no usable snapshot or the rows do not reach ``upto``
+        (or the snapshot's head) exactly: the whole log then decides.
+        Blocking."""
         agent_id = self.state.agent_id
         retention = self.state.idempotency_retention
         try:
@@ -528,15 +542,33 @@ class AgentActor:
             if data is None:
                 return None
             snapshot = open_snapshot(data, self.public_key, agent_id)
-            if snapshot.head.seq > upto.head.seq:
-                return None
             state, _ = snapshot_state(agent_id, snapshot, retention)
             if state is None:
                 return None
             keep_recent(state, self.state.recent_actions)  # before the fold, as replay does
+            if snapshot.head.seq > upto.head.seq:
+                ahead = Committed(snapshot.head, upto.size)
+                lines = self.log.read_after(upto.head.seq, ahead)
+                verifier = ChainVerifier.following(
+                    upto.head,
+                    public_key=self.public_key,
+                    log_id=agent_id,
+                    signer=self.signer,
+                    checkpoint=Checkpoint(snapshot.head.seq, snapshot.head.hash),
+                )
+                for line in lines:
+                    verifier.feed(line)  # the snapshot holds their fold
+                if verifier.head != snapshot.head:
+                    return None
+                self.rebuilt_from = snapshot.head.seq
+                return state, Committed(snapshot.head, upto.size + sum(len(x) + 1 for x in lines))
             lines = self.log.read_after(snapshot.head.seq, upto)
             verifier = ChainVerifier.following(
-                snapshot.head, public_key=self.public_key, log_id=agent_id, signer=self.signer
+                snapshot.head,
+                public_key=self.public_key,
+                log_id=agent_id,
+                signer=self.signer,
+                checkpoint=_verified(upto),
             )
             for line in lines:
                 apply(state, verifier.feed(line))
@@ -545,10 +577,9 @@ class AgentActor:
         if state.head != upto.head:
             return None
         self.rebuilt_from = snapshot.head.seq
-        return state
+        return state, upto
 
     def _reload(self, upto: Committed) -> Loaded:
-        checkpoint = Checkpoint(upto.head.seq, upto.head.hash)
         contents = self.log.read(upto)
         agent_id = self.state.agent_id
         return replay(
@@ -556,7 +587,7 @@ class AgentActor:
             contents,
             self.public_key,
             signer=self.signer,
-            checkpoint=checkpoint,
+            checkpoint=_verified(upto),
             idempotency_retention=self.state.idempotency_retention,
             recent_actions=self.state.recent_actions,
         )

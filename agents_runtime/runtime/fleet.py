@@ -16,7 +16,9 @@ A new version is made durable in two steps, each durable before the next:
 The ``PUT`` is answered once every follower's record is durable. A crash
 between the steps, or halfway through the second, leaves followers whose
 newest policy record names an older version than the store's: at the next
-start (``catch_up``, before guardd serves) each of them gets its record.
+start (``catch_up``, before guardd serves) each of them gets its record; on
+a shared store, which loads each agent on its first use, when it is loaded
+(before it answers anything).
 ``SetPolicy`` writes nothing for an agent that already holds that version
 or a newer one, so running a fan-out twice is harmless.
 
@@ -70,15 +72,16 @@ class Fleet:
                 found[name] = versions[-1]
         self.versions = found
 
-    async def catch_up(self) -> int:
-        """Finish every fan-out a crash cut short: each follower whose newest
-        policy record names an older version than the store's gets the
-        newest. Returns how many agents got one."""
+    async def catch_up(self, actors: list[Any] | None = None) -> int:
+        """Finish every fan-out a crash cut short: each follower (of
+        ``actors``, default every loaded one) whose newest policy record
+        names an older version than the store's gets the newest. Returns
+        how many agents got one."""
         if self.registry.ring.read_only:
             return 0
         behind = [
             (actor, self.versions[state.policy_ref])
-            for actor in list(self.registry.actors.values())
+            for actor in (list(self.registry.actors.values()) if actors is None else actors)
             if (state := actor.state).alive
             and state.policy_ref in self.versions
             and (state.policy_version or 0) < self.versions[state.policy_ref].version

@@ -1,6 +1,12 @@
 """The registry: loads every agent at startup, starts and finds actors,
 creates agents, and stops them all cleanly.
 
+On a store other nodes write too (PostgreSQL), startup only lists the
+agents: each is loaded, as below, on its first use (``discover``; the
+requests that arrive meanwhile wait for the one load), and until then is
+listed as not loaded (``unloaded``). The file store's start loads them all:
+with one writer, a start is where every log is verified before serving.
+
 Loading verifies each log, against its checkpoint when it has one, and
 folds it into state; a signed checkpoint that verifies spares the Ed25519
 checks of the records it commits to (agents_runtime/log/checkpoint.py).
@@ -69,7 +75,7 @@ from agents_runtime.errors import (
     StoreUnavailable,
 )
 from agents_runtime.log import canonical
-from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFileError
+from agents_runtime.log.checkpoint import CheckpointDir, CheckpointFile, CheckpointFileError
 from agents_runtime.log.keys import KeyRing, Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
@@ -116,11 +122,14 @@ SNAPSHOTS_PER_ROUND = 32
 @attrs.frozen
 class Listed:
     """An agent as ``Registry.list`` finds it: active, with its status as
-    ``GetStatus`` answers it, or quarantined, with the failure."""
+    ``GetStatus`` answers it; quarantined, with the failure; or (``unloaded``)
+    in the store but not yet loaded by this node (a shared store loads an
+    agent on its first use)."""
 
     agent_id: str
     status: Any = None
     failure: Failure | None = None
+    unloaded: bool = False
 
 
 @attrs.frozen
@@ -130,6 +139,7 @@ class LoadSummary:
     torn: list[str]  # agents whose torn tail was moved aside
     removed: int  # unfinished creations cleaned up
     odd: list[str] = attrs.field(factory=list)  # one line per odd entry of agents/, skipped
+    unloaded: int = 0  # a shared store's agents, each loaded on its first use
 
 
 class Registry:
@@ -167,8 +177,12 @@ class Registry:
         # was quarantined: the metrics read this, never the store.
         self.quarantined_bytes: dict[str, int] = {}
         self._creating: set[str] = set()
+        # A shared store's agents this node has not loaded yet (each loaded,
+        # its checkpoint file read, on first use).
+        self.unloaded: set[str] = set()
         self._discovering: dict[str, asyncio.Task[AgentActor]] = {}
         self._found_serving: set[str] = set()  # quarantined after startup
+        self._found_loading: set[str] = set()  # quarantined when first used
         self._tasks = Tasks()
         self._running = False
         # Checkpoints: the seq each file holds (as read or last written: a
@@ -208,14 +222,22 @@ class Registry:
         With enough logs to pay for it, worker processes (``workers``, default
         one per usable CPU) verify and fold whole files in parallel; this
         process adopts each result in agent order, so torn tails are moved and
-        quarantines decided exactly as when it does it all by itself."""
+        quarantines decided exactly as when it does it all by itself.
+
+        On a store other nodes write too (``others_create_agents``), no log
+        is read: the agents are listed (one query) and each is loaded on its
+        first use (``discover``), verified and folded as here."""
         removed = self.store.remove_unfinished()
         torn: list[str] = []
         scan = self.store.scan()
         for line in scan.odd:
             log.warning("%s", line)
-        checkpoints = self._read_checkpoints(scan.agent_ids)
+        lazy = self.store.others_create_agents
+        checkpoints = self._read_checkpoints(scan.agent_ids, each=not lazy)
         ids = [agent_id for agent_id in scan.agent_ids if agent_id not in self.quarantined]
+        if lazy:
+            self.unloaded = set(ids)
+            ids = []
         logs = _load_logs(
             self.store,
             ids,
@@ -233,49 +255,22 @@ class Registry:
         self.fleet.load()
         if self.quarantined:  # one request to the store, before serving
             self.quarantined_bytes.update(self.store.sizes(sorted(self.quarantined)))
-        return LoadSummary(len(self.actors), dict(self.quarantined), torn, removed, scan.odd)
+        return LoadSummary(
+            len(self.actors), dict(self.quarantined), torn, removed, scan.odd, len(self.unloaded)
+        )
 
-    def _read_checkpoints(self, ids: list[str]) -> dict[str, Checkpoint]:
-        """Each agent's checkpoint: a signed one that verifies under the
-        audit key for this agent (marked signed: the records up to it need
-        no signature check), or an older unsigned one (held against the log
-        as before); a signed one that does not verify is ignored. One that
-        cannot be read quarantines its agent; so does a checkpoint whose log
-        is gone, the whole log being the furthest a log can be cut."""
+    def _read_checkpoints(self, ids: list[str], *, each: bool = True) -> dict[str, Checkpoint]:
+        """Each agent's checkpoint (``_checkpoint``; not read when ``each``
+        is false: a shared store's agent has its own read at its first use);
+        and a checkpoint whose log is gone quarantines its agent, the whole
+        log being the furthest a log can be cut."""
         if not self.ring.read_only:
             self.checkpoints.prepare()
         found: dict[str, Checkpoint] = {}
-        public_key = self.ring.public_key
-        for agent_id in ids:
-            try:
-                stored = self.checkpoints.read(agent_id)
-            except CheckpointFileError as exc:
-                self._quarantine(agent_id, Failure(0, None, CHECKPOINT_UNREADABLE), str(exc))
-                continue
-            if stored is None:
-                continue
-            if not stored.is_signed_note:
-                # An older version's one-line file: held against the log as
-                # before, vouching for no signature; not in _saved_seq, so
-                # the next round replaces it with a signed one.
-                found[agent_id] = stored.checkpoint
-                self._unsigned.add(agent_id)
-                continue
-            checkpoint = stored.trusted(public_key, agent_id)
-            if checkpoint is None:
-                # Never trusted, not even for its seq: one copied from another
-                # agent would quarantine a sound log. The log is verified
-                # whole, and a signed checkpoint written from it.
-                log.warning(
-                    "agent %s: ignoring its checkpoint %s: %s; verifying every signature",
-                    agent_id,
-                    self.checkpoints.path(agent_id),
-                    stored.problem(public_key, agent_id),
-                )
-                self._forged.add(agent_id)
-                continue
-            found[agent_id] = checkpoint
-            self._saved_seq[agent_id] = checkpoint.seq
+        for agent_id in ids if each else ():
+            checkpoint = self._checkpoint(agent_id, self._checkpoint_file(agent_id))
+            if checkpoint is not None:
+                found[agent_id] = checkpoint
         known = set(ids)
         for agent_id in self.checkpoints.agent_ids():
             if agent_id in known:
@@ -291,6 +286,57 @@ class Registry:
                 f"it has a checkpoint ({self.checkpoints.path(agent_id)}) but no log",
             )
         return found
+
+    def _checkpoint_file(
+        self, agent_id: str
+    ) -> tuple[CheckpointFile | CheckpointFileError | None, str | None]:
+        """The agent's checkpoint file as read (None: it has none; the error
+        when it cannot be read), and when it is a signed note, why it cannot
+        be trusted (None: it can). Touches nothing of the registry: a shared
+        store's first use runs it on a thread."""
+        try:
+            stored = self.checkpoints.read(agent_id)
+        except CheckpointFileError as exc:
+            return exc, None
+        if stored is None or not stored.is_signed_note:
+            return stored, None
+        return stored, stored.problem(self.ring.public_key, agent_id)
+
+    def _checkpoint(
+        self, agent_id: str, read: tuple[CheckpointFile | CheckpointFileError | None, str | None]
+    ) -> Checkpoint | None:
+        """The checkpoint the agent's log is held to: a signed one that
+        verifies under the audit key for this agent (marked signed: the
+        records up to it need no signature check), or an older unsigned one
+        (held against the log as before); a signed one that does not verify
+        is ignored. One that cannot be read quarantines the agent."""
+        stored, problem = read
+        if isinstance(stored, CheckpointFileError):
+            self._quarantine(agent_id, Failure(0, None, CHECKPOINT_UNREADABLE), str(stored))
+            return None
+        if stored is None:
+            return None
+        if not stored.is_signed_note:
+            # An older version's one-line file: held against the log as
+            # before, vouching for no signature; not in _saved_seq, so the
+            # next round replaces it with a signed one.
+            self._unsigned.add(agent_id)
+            return stored.checkpoint
+        if problem is not None:
+            # Never trusted, not even for its seq: one copied from another
+            # agent would quarantine a sound log. The log is verified whole,
+            # and a signed checkpoint written from it.
+            log.warning(
+                "agent %s: ignoring its checkpoint %s: %s; verifying every signature",
+                agent_id,
+                self.checkpoints.path(agent_id),
+                problem,
+            )
+            self._forged.add(agent_id)
+            return None
+        checkpoint = attrs.evolve(stored.checkpoint, signed=True)
+        self._saved_seq[agent_id] = checkpoint.seq
+        return checkpoint
 
     def _quarantine(self, agent_id: str, failure: Failure, detail: str | None = None) -> None:
         self.quarantined[agent_id] = failure
@@ -516,7 +562,13 @@ class Registry:
             return actor.ref
         failure = self.quarantined.get(agent_id)
         if failure is not None:
-            when = "while serving" if agent_id in self._found_serving else "at startup"
+            when = (
+                "while serving"
+                if agent_id in self._found_serving
+                else "when it was first used"
+                if agent_id in self._found_loading
+                else "at startup"
+            )
             raise Quarantined(
                 f"agent {agent_id} is quarantined: its log failed verification {when} "
                 f"({quarantine_message(failure)})"
@@ -555,22 +607,50 @@ class Registry:
         if not contents.lines:
             raise NotFound(f"no agent {agent_id}")
         ring = self.ring
-        snapshot, _ = await asyncio.to_thread(read_snapshot, self.store, agent_id, ring.public_key)
+        read = await asyncio.to_thread(self._checkpoint_file, agent_id)
+        actor = self.actors.get(agent_id)
+        if actor is not None:  # created here meanwhile
+            return actor
+        checkpoint = self._checkpoint(agent_id, read)
+        if agent_id in self.quarantined:  # its checkpoint cannot be read
+            self.unloaded.discard(agent_id)
+            self._found_loading.add(agent_id)
+            self.ref(agent_id)  # raises Quarantined
+        snapshot, problem = await asyncio.to_thread(
+            read_snapshot, self.store, agent_id, ring.public_key
+        )
         loaded = await asyncio.to_thread(
             replay,
             agent_id,
             contents,
             ring.public_key,
             signer=ring.signer,
+            checkpoint=checkpoint,
             snapshot=snapshot,
             idempotency_retention=self.idempotency_retention,
             recent_actions=self.recent_actions,
         )
-        if agent_id not in self.actors and not self._adopt(loaded):
+        if problem is not None and loaded.snapshot_problem is None:
+            loaded = attrs.evolve(loaded, snapshot_problem=problem)
+        actor = self.actors.get(agent_id)
+        if actor is not None:  # created here meanwhile
+            return actor
+        self.unloaded.discard(agent_id)
+        if not self._adopt(loaded):
             self.quarantined_bytes[agent_id] = contents.valid_length
-            self._found_serving.add(agent_id)
+            self._found_loading.add(agent_id)
             self.ref(agent_id)  # raises Quarantined
-        return self.actors[agent_id]
+        actor = self.actors[agent_id]
+        since = loaded.snapshot_seq
+        log.info(
+            "agent %s: loaded on first use (head seq %d, folded from %s)",
+            agent_id,
+            actor.committed_head.seq,
+            "genesis" if since is None else f"its snapshot at seq {since}",
+        )
+        # A fan-out of a named policy that a crash cut short, for this agent.
+        await self.fleet.catch_up([actor])
+        return actor
 
     def _appended(self, agent_id: str, seq: int) -> None:
         """Another node committed records of ``agent_id`` up to ``seq``. An
@@ -581,17 +661,22 @@ class Registry:
             actor.poke()
 
     def exists(self, agent_id: str) -> bool:
-        return agent_id in self.actors or agent_id in self.quarantined
+        return agent_id in self.actors or agent_id in self.quarantined or agent_id in self.unloaded
 
     async def list(self) -> list[Listed]:
-        """Every agent, active or quarantined, by ID."""
+        """Every agent, active, quarantined or not yet loaded, by ID; on a
+        shared store, those other nodes created since are listed (one query),
+        none of them loaded."""
         if self.store.others_create_agents:
-            await self._discover_all()
+            await self._rescan()
         entries: list[Listed] = []
-        for agent_id in sorted(set(self.actors) | set(self.quarantined)):
+        for agent_id in sorted(set(self.actors) | set(self.quarantined) | set(self.unloaded)):
             failure = self.quarantined.get(agent_id)
             if failure is not None:
                 entries.append(Listed(agent_id, failure=failure))
+                continue
+            if agent_id in self.unloaded:
+                entries.append(Listed(agent_id, unloaded=True))
                 continue
             actor = self.actors.get(agent_id)
             if actor is None:  # quarantined while this list was made
@@ -604,21 +689,26 @@ class Registry:
         return entries
 
     async def discover_all(self) -> None:
-        """On a store other nodes write too: load the agents they created."""
+        """On a store other nodes write too: load every agent of the store
+        this node has not loaded (what follows a named policy is known only
+        from each agent's log)."""
         if self.store.others_create_agents:
-            await self._discover_all()
+            await self._rescan()
+            for agent_id in sorted(self.unloaded):
+                with contextlib.suppress(NotFound, Quarantined):
+                    await self.discover(agent_id)
 
-    async def _discover_all(self) -> None:
-        """Load the agents other nodes created since this one started."""
+    async def _rescan(self) -> None:
+        """List the agents other nodes created since this one started, as
+        not yet loaded (one query, off the event loop)."""
         try:
             scan = await asyncio.to_thread(self.store.scan)
         except LogReadError as exc:
             log.error("listing the store's agents failed: %s", exc)
             raise StoreUnavailable(UNREACHABLE) from None
         for agent_id in scan.agent_ids:
-            if not self.exists(agent_id):
-                with contextlib.suppress(NotFound, Quarantined):
-                    await self.discover(agent_id)
+            if not self.exists(agent_id) and agent_id not in self._creating:
+                self.unloaded.add(agent_id)
 
     # -- creation ------------------------------------------------------------
 

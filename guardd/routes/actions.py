@@ -15,6 +15,7 @@ from guardd.auth import ADMIN_ROLE, APPROVER, VIEWER, Caller, signed
 from guardd.endpoints import AGENT, IDEMPOTENCY_KEY, OPERATOR, WAIT, Reply
 from guardd.jsonio import json_response
 from guardd.routes.common import Service, ServiceBlueprint, decision_response, watch_action
+from guardd.routes.passkeys import proof
 
 blueprint = ServiceBlueprint("actions", __name__, tag="agents")
 
@@ -125,13 +126,18 @@ async def outcome(
     errors=("invalid_state",),
     description=_PENDING_ONLY + " The same operator twice is 409 (`already approved by "
     "you`); the operator who asked for the action on its agent's behalf is 403 (not the "
-    "admin token).",
+    "admin token). Where the rule says `approval_passkey`, the body's `passkey` must be "
+    "an assertion made with the action's approval-options: 403 naming what failed "
+    "otherwise, and nothing is written.",
 )
 async def approve(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.ApproveBody
 ) -> Response:
     by = signed(who, body.approver, "approver", required=True)
-    command = c.Approve(action_id, by.by, body.note, by.by_id)
+    passkey = None
+    if body.passkey is not None:
+        passkey = await proof(service, who, ref, action_id, "approve", body.passkey)
+    command = c.Approve(action_id, by.by, body.note, by.by_id, passkey)
     tracer = service.tracer
     if tracer is None:
         return decision_response(service, await ref.ask(command))
@@ -157,7 +163,10 @@ async def reject(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.RejectBody
 ) -> Response:
     by = signed(who, body.approver, "approver", required=True)
-    command = c.Reject(action_id, by.by, body.reason, body.scar, by.by_id)
+    passkey = None
+    if body.passkey is not None:
+        passkey = await proof(service, who, ref, action_id, "reject", body.passkey)
+    command = c.Reject(action_id, by.by, body.reason, body.scar, by.by_id, passkey)
     tracer = service.tracer
     if tracer is None:
         return decision_response(service, await ref.ask(command))

@@ -50,7 +50,7 @@ async def create_agent(service: Service, who: Caller, body: bodies.NewAgent) -> 
     "List every agent",
     caller=OPERATOR,
     role=VIEWER,
-    reply=Reply(replies.AgentList, "Active and quarantined agents, sorted by ID."),
+    reply=Reply(replies.AgentList, "Active, quarantined and not yet loaded agents, sorted by ID."),
 )
 async def list_agents(service: Service) -> Response:
     return json_response(views.listed_agents(await service.guard.registry.list()))

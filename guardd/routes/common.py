@@ -57,6 +57,7 @@ from guardd.jsonio import json_response, read_json
 from guardd.metrics import Metrics
 from guardd.oidc import Oidc
 from guardd.operators import Operators
+from guardd.passkeys import Passkeys, person
 from guardd.readiness import Readiness
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class Guard:
     auth: Authenticator
     operators: Operators  # the operator tokens, from the operators log
     oidc: Oidc | None = None  # the OpenID Connect issuer, when single sign-on is on
+    passkeys: Passkeys | None = None  # the operators' passkeys (None: not set up)
 
 
 def _readiness(service: Service) -> Readiness:
@@ -151,6 +153,7 @@ class ServiceBlueprint(Blueprint):
         errors: tuple[str, ...] = (),
         writes: bool = False,
         description: str | None = None,
+        person: bool = False,
     ) -> Callable[[Callable[..., Awaitable[Response]]], Callable[..., Awaitable[Response]]]:
         """Declare the route below as an endpoint (``guardd.endpoints.Endpoint``)."""
 
@@ -172,6 +175,7 @@ class ServiceBlueprint(Blueprint):
                 errors=errors,
                 writes=writes,
                 description=description,
+                person=person,
             )
             arguments(declared)  # a route that cannot take what it declares fails here
             self.declared[view] = declared
@@ -226,6 +230,7 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
     find = service.guard.registry.ref
     token = declared.caller is not PUBLIC
     role = declared.role
+    only_person = declared.person
     operator_only = declared.caller is OPERATOR
     on_agent = declared.on_agent
     token_agent = declared.caller is TOKEN_AGENT
@@ -256,6 +261,8 @@ def bind(declared: Endpoint, service: Service) -> Callable[..., Awaitable[Respon
                     args["ref"] = ref
             else:
                 require_role(who, role or "")
+            if only_person:
+                person(who.operator)  # 403 for the admin token, before the body
             if give_who:
                 args["who"] = who
         for param in query:

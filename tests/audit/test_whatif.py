@@ -436,3 +436,43 @@ async def test_a_log_written_under_rules_replays_exactly_and_changes_nothing_und
     assert status == 0, out
     result = report(capsys, str(log), "--policy", str(candidate(tmp_path, tools=RULED_TOOLS)))
     assert (result["decisions"], result["changed"]) == (7, 0)
+
+
+async def test_a_rejections_own_scar_counts_once_under_the_candidate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One severe scar (10) is below the scar limit of 15; counted twice (the
+    # rejection run again writes it, and its record run as an operator's scar
+    # would write it again) it would end the agent before act-2.
+    async def rejected_with_scar(agent: Harness) -> None:
+        await agent.ask(c.RequestAction("send", {"to": "eve"}))  # act-1 held
+        await agent.ask(c.Reject("act-1", "bob", "no", "severe"))  # denied:rejected, scar
+        await agent.ask(c.RequestAction("read", {"q": "a"}))  # act-2 allowed
+
+    async with running_agent(
+        tmp_path / "data", policy(budget=20, scar_limit=15, tools=TOOLS)
+    ) as agent:
+        await rejected_with_scar(agent)
+        log = agent.path
+    path = tmp_path / "candidate.json"
+    path.write_text(json.dumps({"budget": 20, "scar_limit": 15, "tools": TOOLS}))
+    result = report(capsys, str(log), "--policy", str(path))
+    assert (result["decisions"], result["changed"], result["by_change"]) == (2, 0, {})
+
+
+async def test_idempotency_keys_are_kept_as_long_as_the_guardd_that_wrote_the_log_kept_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same key two days apart: a new request for a guardd that keeps
+    # keys a day (the default), a repeat for one that keeps them three.
+    async def reused_key(agent: Harness) -> None:
+        await agent.ask(c.RequestAction("read", {"q": "a"}, None, "k"))  # act-1
+        agent.clock.advance(2 * 86_400)
+        await agent.ask(c.RequestAction("read", {"q": "a"}, None, "k"))  # act-2
+
+    log = await write_log(tmp_path / "data", reused_key)
+    path = str(candidate(tmp_path))
+    result = report(capsys, str(log), "--policy", path)
+    assert (result["decisions"], result["changed"]) == (2, 0)
+    longer = report(capsys, str(log), "--policy", path, "--idempotency-retention", "259200")
+    assert longer["by_change"] == {"allowed->requested": 1}

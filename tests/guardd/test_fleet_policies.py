@@ -5,6 +5,7 @@ and finished at the next start after a crash halfway."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,17 @@ from tests.guardd.conftest import POLICY, Api, assert_error, ok
 from tests.support.server import GuardServer
 
 V2 = {**POLICY, "budget": 200}
+FLEET = 1_000  # followers of one named policy: a fleet of a thousand agents
+
+
+def _follow(api: Api, name: str, ids: list[str]) -> None:
+    """Create the agents of ``ids`` following ``name``, a few at a time."""
+
+    def create(agent_id: str) -> None:
+        ok(api.admin.post("/v1/agents", json={"agent_id": agent_id, "policy_ref": name}), 201)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(create, ids))
 
 
 def _policy_records(api: Api, agent_id: str) -> list[dict[str, Any]]:
@@ -46,9 +58,8 @@ def test_a_named_policy_is_stored_signed_and_shown_with_its_followers(api: Api) 
 def test_a_new_version_is_in_every_followers_log_when_the_put_answers(api: Api) -> None:
     name = api.new_id("fleet")
     ok(api.admin.put(f"/v1/policies/{name}", json=POLICY))
-    ids = [api.new_id("follower") for _ in range(200)]
-    for agent_id in ids:
-        ok(api.admin.post("/v1/agents", json={"agent_id": agent_id, "policy_ref": name}), 201)
+    ids = [api.new_id("follower") for _ in range(FLEET)]
+    _follow(api, name, ids)
     put = ok(api.admin.put(f"/v1/policies/{name}", json=V2))
     assert put["version"] == 2
     assert put["agents"] == sorted(ids)
@@ -131,29 +142,26 @@ def test_a_fan_out_cut_short_by_a_crash_finishes_at_the_next_start(faulty: Guard
     # Half the followers' appends fail after their creation (an append each):
     # the PUT stores version 2, reaches the other half, and is not answered
     # 200; guardd is then killed (-9) and started again without faults.
-    ids = [f"f-{n}" for n in range(200)]
-    faults = ",".join(f"{agent_id}:eio_write:1" for agent_id in ids[100:])
+    ids = [f"f-{n}" for n in range(FLEET)]
+    half = FLEET // 2
+    faults = ",".join(f"{agent_id}:eio_write:1" for agent_id in ids[half:])
     faulty.extra_env["GUARD_TEST_FAULTS"] = faults
     faulty.start()
     api = Api(faulty)
     try:
         ok(api.admin.put("/v1/policies/fleet", json=POLICY))
-        for agent_id in ids:
-            ok(
-                api.admin.post("/v1/agents", json={"agent_id": agent_id, "policy_ref": "fleet"}),
-                201,
-            )
+        _follow(api, "fleet", ids)
         response = api.admin.put("/v1/policies/fleet", json=V2)
         assert response.status_code == 500, response.text
         versions = [_policy_records(api, agent_id)[-1]["version"] for agent_id in ids]
-        assert versions == [2] * 100 + [1] * 100
+        assert versions == [2] * half + [1] * half
         faulty.kill()
         del faulty.extra_env["GUARD_TEST_FAULTS"]
         faulty.start()
         versions = [_policy_records(api, agent_id)[-1]["version"] for agent_id in ids]
-        assert versions == [2] * 200
+        assert versions == [2] * FLEET
         shown = ok(api.admin.get("/v1/policies/fleet"))
-        assert (shown["version"], len(shown["agents"])) == (2, 200)
+        assert (shown["version"], len(shown["agents"])) == (2, FLEET)
     finally:
         api.close()
 

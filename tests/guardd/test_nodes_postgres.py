@@ -247,7 +247,7 @@ def test_the_agent_list_of_a_node_shows_agents_another_node_created(nodes: Nodes
     agent = nodes.two.create(policy=POLICY)
     listed = {e["agent_id"]: e for e in ok(nodes.one.admin.get("/v1/agents"))["agents"]}
     assert set(listed) == before | {agent.agent_id}
-    assert listed[agent.agent_id]["state"] == "active"
+    assert listed[agent.agent_id]["state"] == "unloaded"  # loaded on first use
 
 
 def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes) -> None:
@@ -269,11 +269,12 @@ def test_a_forged_row_another_writer_appended_quarantines_the_agent(nodes: Nodes
         forged.line[:-1],
     )
     there = nodes.agent_on(nodes.two, agent)
-    for who in (agent, there):
+    # The second node had not loaded the agent: it finds the row on its first use.
+    for who, when in ((agent, "while serving"), (there, "when it was first used")):
         refused = assert_error(who.act("search"), 503, "quarantined")
         assert "signature" in refused["error"]
         refused = assert_error(who.client.get(agent.path), 503, "quarantined")
-        assert "failed verification while serving" in refused["error"]
+        assert f"failed verification {when}" in refused["error"]
     for api in (nodes.one, nodes.two):
         listed = {e["agent_id"]: e for e in ok(api.admin.get("/v1/agents"))["agents"]}
         assert listed[agent.agent_id]["state"] == "quarantined"

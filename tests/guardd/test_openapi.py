@@ -32,6 +32,7 @@ from guardd.app import create_app, document
 from guardd.bodies import BODIES, NAMES
 from guardd.config import Settings
 from guardd.errors import BadRequest
+from tests.support.authenticator import Authenticator
 from tests.support.server import GuardServer
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -314,8 +315,16 @@ def test_policy_schema_is_strict_and_complete(doc: dict[str, Any]) -> None:
         "tags",
         "cost_from",
         "approvals_required",
+        "approval_passkey",
     }
-    assert set(schemas["Rule"]["properties"]) == {"name", "when", "effect", "message", "scar"}
+    assert set(schemas["Rule"]["properties"]) == {
+        "name",
+        "when",
+        "effect",
+        "message",
+        "scar",
+        "approval_passkey",
+    }
     assert set(schemas["RateLimit"]["properties"]) == {"max_actions", "window_secs"}
     for name in ("Policy", "ToolRule", "RateLimit"):
         assert schemas[name]["additionalProperties"] is False
@@ -346,15 +355,22 @@ def test_the_documented_policy_is_the_one_the_core_parses(
 ) -> None:
     """The policy's classes in guardd document what the core's strict parser
     takes (the same keys, the same ones required) and what the policy in
-    force is answered as (every key but the timeouts and approvals_required, which
-    only when set)."""
+    force is answered as (every key but the timeouts, approvals_required and
+    approval_passkey, which only when set)."""
     assert [f.name for f in attrs.fields(documented)] == [f.name for f in attrs.fields(core)]
     required = [f.name for f in attrs.fields(documented) if f.default is attrs.NOTHING]
     if every_key_answered:
         assert required == [f.name for f in attrs.fields(core)][: len(required)]
         assert [f.name for f in attrs.fields(documented)][len(required) :] in (
             ["approval_timeout_secs"],
-            ["approval_timeout_secs", "rules", "tags", "cost_from", "approvals_required"],
+            [
+                "approval_timeout_secs",
+                "rules",
+                "tags",
+                "cost_from",
+                "approvals_required",
+                "approval_passkey",
+            ],
         )
     else:
         assert required == [f.name for f in attrs.fields(core) if f.default is attrs.NOTHING]
@@ -416,6 +432,32 @@ class Conformance:
         errors = [str(e) for e in validator.iter_errors(body)]
         assert errors == [], (method, path, status, body)
         return body
+
+
+def _passkey_flow(server: GuardServer, admin: Any, ck: Any) -> None:
+    """Register a passkey, sign an approval with it, revoke it (docs/api.md, "Passkeys")."""
+    issued = ck(admin.post("/v1/operators/tokens", json={"name": "pk", "role": "approver"}))
+    key = Authenticator(f"http://localhost:{server.port}")
+    with server.client(issued["token"]) as person:
+        ck(admin.post("/v1/operators/passkeys/options"))  # 403: the admin token
+        options = ck(person.post("/v1/operators/passkeys/options"))
+        ck(person.post("/v1/operators/passkeys", json=key.register(options)))
+        ck(person.post("/v1/operators/passkeys", json=key.register(options)))  # 403: used
+        ck(person.post("/v1/operators/passkeys", json={"id": 1}))  # 400
+        ck(person.get("/v1/operators/passkeys"))
+        ck(admin.get("/v1/operators/passkeys"))
+        policy = {**POLICY, "tools": {"pay": {"requires_approval": True, "approval_passkey": True}}}
+        ck(admin.post("/v1/agents", json={"agent_id": "signed", "policy": policy}))
+        held = ck(admin.post("/v1/agents/signed/actions", json={"tool": "pay"}))["action_id"]
+        base = f"/v1/agents/signed/actions/{held}"
+        ck(person.get(f"{base}/approval-options", params={"decision": "maybe"}))  # 400
+        request = ck(person.get(f"{base}/approval-options"))
+        ck(person.post(f"{base}/approve", json={}))  # 403: no passkey
+        ck(person.post(f"{base}/approve", json={"passkey": key.assertion(request["challenge"])}))
+        ck(person.get(f"{base}/approval-options"))  # 409: no longer pending
+    ck(admin.post(f"/v1/operators/passkeys/{key.id}/revoke"))
+    ck(admin.post(f"/v1/operators/passkeys/{key.id}/revoke"))  # 409
+    ck(admin.post("/v1/operators/passkeys/none/revoke"))  # 404
 
 
 def test_answers_of_the_main_flows_match_the_document(
@@ -580,6 +622,7 @@ def test_answers_of_the_main_flows_match_the_document(
         ck(admin.post(f"/v1/operators/tokens/{issued['token_id']}/revoke"))  # 409
         ck(admin.post("/v1/operators/tokens/tok-none/revoke"))  # 404
         ck(anonymous.get("/v1/auth/config"))  # 404: no --oidc-issuer
+        _passkey_flow(server, admin, ck)
 
         # budget exhausted by an allowed action: still `allowed`, then terminated
         ck(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.guardd.conftest import Agent, Api, number_texts, ok
+from tests.guardd.conftest import Agent, Api, assert_error, number_texts, ok
 
 SEND_RULES = [
     {"name": "internal", "when": "input.to.endsWith('@example.com')", "effect": "allow"},
@@ -427,3 +427,78 @@ def test_a_new_policy_reprices_a_held_call_from_its_input(api: Api) -> None:
     pending = ok(api.admin.get(f"{agent.path}/actions/pending"))["pending"]
     assert pending[0]["action"]["cost"] == 7
     assert ok(api.approve(agent, "act-1"))["cost"] == 7
+
+
+# -- the cost of a decision is bounded ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("when", "where"),
+    [
+        pytest.param(
+            "input.to.exists(x, input.body + x == 'a')",
+            "line 1 column 20: + on strings, lists or bytes inside exists builds a new value",
+            id="input-joined-in-exists",
+        ),
+        pytest.param(
+            "input.to.map(x, x + 'a').size() > 0",
+            "line 1 column 10: map copies its growing result at each element",
+            id="map-over-input",
+        ),
+    ],
+)
+def test_a_rule_whose_cost_grows_faster_than_the_input_is_refused_400_with_position(
+    api: Api, when: str, where: str
+) -> None:
+    agent = api.create(policy=_policy({}))
+    policy = _policy({"rules": [_rule("ok", "true", "allow"), _rule("costly", when, "deny")]})
+    error = assert_error(api.admin.put(f"{agent.path}/policy", json=policy), 400, "bad_request")
+    assert error["error"].startswith(f"$.tools.t.rules[1].when: {where}"), error
+    created = api.admin.post("/v1/agents", json={"agent_id": api.new_id(), "policy": policy})
+    error = assert_error(created, 400, "bad_request")
+    assert error["error"].startswith(f"$.policy.tools.t.rules[1].when: {where}"), error
+
+
+def test_a_large_input_is_decided_by_an_exists_rule_over_it(api: Api) -> None:
+    # 5,000 recipients, about 260 KB: a body that reads only its element
+    # visits each once.
+    recipients = [f"person{i:05d}@example.com" for i in range(5_000)]
+    rules = [
+        _rule("outside", "input.to.exists(r, !r.endsWith('@example.com'))", "require_approval"),
+        _rule("inside", "input.to.all(r, r.endsWith('@example.com'))", "allow"),
+    ]
+    agent = api.create(policy=_policy({"requires_approval": True, "rules": rules}))
+    inside = ok(agent.act("t", input={"to": recipients, "body": "x" * 100_000}))
+    assert (inside["decision"], inside["rule"]) == ("allowed", "inside")
+    outside = ok(agent.act("t", input={"to": [*recipients, "someone@elsewhere.org"]}))
+    assert (outside["decision"], outside["rule"]) == ("pending_approval", "outside")
+
+
+def test_a_macro_over_more_elements_than_the_evaluation_budget_fails_closed(api: Api) -> None:
+    rules = [_rule("inside", "input.to.all(r, r.endsWith('@example.com'))", "allow")]
+    agent = api.create(policy=_policy({"rules": rules}))
+    answer = ok(agent.act("t", input={"to": ["a@example.com"] * 10_001}))
+    assert answer["decision"] == "denied"
+    reason = answer["reason"]
+    assert (reason["code"], reason["rule"]) == ("policy_error", "inside")
+    assert reason["message"] == "Iteration budget exceeded"
+    assert api.status(agent)["scar_score"] == 0
+
+
+def test_the_default_rules_decide_a_tool_the_policy_does_not_list(api: Api) -> None:
+    rules = [
+        _rule("no-delete", "tool.startsWith('delete')", "deny", message="not here"),
+        _rule("big", "has(input.n) && input.n > 10", "require_approval"),
+    ]
+    policy = {**_policy({"cost": 1}), "default": {"cost": 1, "rules": rules}}
+    agent = api.create(policy=policy)
+    denied = ok(agent.act("delete_file", input={"path": "/x"}))
+    assert (denied["decision"], denied["rule"]) == ("denied", "no-delete")
+    assert denied["reason"] == {"code": "policy_rule", "rule": "no-delete", "message": "not here"}
+    held = ok(agent.act("search", input={"n": 11}))
+    assert (held["decision"], held["rule"]) == ("pending_approval", "big")
+    allowed = ok(agent.act("search", input={"n": 1}))
+    assert allowed["decision"] == "allowed"
+    assert "rule" not in allowed
+    # A listed tool has its own rule, without the default's rules.
+    assert ok(agent.act("t", input={"n": 11}))["decision"] == "allowed"

@@ -51,7 +51,7 @@ class Credential:
         if self.kind == "admin_token":
             return "admin-token"
         if self.kind == "operator_token":
-            return f"{self.role}-token"
+            return f"{self.role}-operator-token"
         if self.kind == "oidc":
             return f"{self.role}-oidc"
         return "own-agent-token" if self.own else "other-agent-token"
@@ -88,7 +88,7 @@ def _operator_session(api: Api, role: str) -> Session:
 @pytest.fixture(scope="module")
 def callers(api: Api) -> Callers:
     sessions = {"admin-token": api.admin}
-    sessions |= {f"{role}-token": _operator_session(api, role) for role in ROLES}
+    sessions |= {f"{role}-operator-token": _operator_session(api, role) for role in ROLES}
     return Callers(api.create(), api.create(), sessions)
 
 
@@ -130,11 +130,14 @@ def _operations() -> Iterator[Any]:
                     path,
                     operation["x-guard-caller"],
                     operation.get("x-guard-role"),
+                    operation.get("x-guard-person", False),
                     id=f"{method}-{path}",
                 )
 
 
-def _allowed(credential: Credential, caller: str, role: str | None) -> bool:
+def _allowed(credential: Credential, caller: str, role: str | None, person: bool) -> bool:
+    if person and credential.kind == "admin_token":
+        return False  # no person: it holds no passkey
     if credential.kind == "agent_token":
         return caller == "agent" and credential.own  # token_agent: below
     if caller in ("agent", "operator"):
@@ -151,12 +154,13 @@ def _path(path: str, callers: Callers) -> str:
         "grant_id": "grt-999999",
         "token_id": "opt-999999",
         "policy_name": "no-such-policy",
+        "credential_id": "never-registered",
     }
     return re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
 
 
 @pytest.mark.parametrize("credential", [pytest.param(c, id=c.id) for c in CREDENTIALS])
-@pytest.mark.parametrize(("method", "path", "caller", "role"), list(_operations()))
+@pytest.mark.parametrize(("method", "path", "caller", "role", "person"), list(_operations()))
 def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
     callers_of: Callers,
     credential: Credential,
@@ -164,6 +168,7 @@ def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
     path: str,
     caller: str,
     role: str | None,
+    person: bool,
 ) -> None:
     url = _path(path, callers_of)
     body = {} if method in ("POST", "PUT") else None
@@ -175,17 +180,20 @@ def test_each_endpoint_admits_exactly_the_callers_its_declaration_names(
         else:
             assert_error(answer, 403, "forbidden")
         return
-    if _allowed(credential, caller, role):
+    if _allowed(credential, caller, role, person):
         assert answer.status_code not in (401, 403), answer.text
         return
     message = assert_error(answer, 403, "forbidden")["error"]
     if credential.kind == "agent_token" and caller == "agent":
         assert message == "an agent token may act on its own agent only"
+    elif person and credential.kind == "admin_token":
+        assert message.startswith("the admin token is no person")
     elif role is not None:
         assert f"the {role} role" in message
 
 
 def test_the_matrix_holds_every_way_an_operator_authenticates_with_every_role() -> None:
+    assert len({c.id for c in CREDENTIALS}) == len(CREDENTIALS)  # one session each
     kinds = {VIA_ADMIN_TOKEN, VIA_OPERATOR_TOKEN, VIA_OIDC}
     assert {c.kind for c in CREDENTIALS} == kinds | {"agent_token"}
     for kind in kinds - {VIA_ADMIN_TOKEN}:
@@ -195,7 +203,7 @@ def test_the_matrix_holds_every_way_an_operator_authenticates_with_every_role() 
 def test_the_forbidden_answer_names_the_missing_role_and_what_is_held(
     api: Api, callers: Callers
 ) -> None:
-    viewer = callers.sessions["viewer-token"]
+    viewer = callers.sessions["viewer-operator-token"]
     answer = viewer.post(f"{callers.target.path}/terminate", json={"reason": "r"})
     message = assert_error(answer, 403, "forbidden")["error"]
     assert message == "this endpoint needs the admin role; viewer-bot holds viewer"

@@ -74,9 +74,14 @@ REACHED = {
     "POST /v1/agents/{agent_id}/terminate": {200, 409},
     "GET /v1/agents/{agent_id}/log": {200},
 }
-# Any string is a valid console file name, and a valid operator token ID to look
-# up (an unknown one is 404): there is no invalid input to generate.
-NO_NEGATIVE = {"GET /console/{name}", "POST /v1/operators/tokens/{token_id}/revoke"}
+# Any string is a valid console file name, a valid operator token ID and a valid
+# passkey credential ID to look up (an unknown one is 404): there is no invalid
+# input to generate.
+NO_NEGATIVE = {
+    "GET /console/{name}",
+    "POST /v1/operators/tokens/{token_id}/revoke",
+    "POST /v1/operators/passkeys/{credential_id}/revoke",
+}
 ADMIN_AGENT = "fuzz-admin"
 OWN_AGENT = "fuzz-own"
 SPARE_AGENT = "fuzz-spare"

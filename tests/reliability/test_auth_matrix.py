@@ -68,6 +68,7 @@ class Route:
             .replace("<name>", "app.js")
             .replace("<grant_id>", "grt-1")
             .replace("<token_id>", "tok-never-issued")
+            .replace("<credential_id>", "never-registered")
             .replace("<policy_name>", FLEET)
         )
 
@@ -135,6 +136,23 @@ ROUTES = [
     Route("POST", "/v1/operators/tokens", ADMIN_ONLY, {"name": "bot", "role": "viewer"}, 201),
     Route("GET", "/v1/operators/tokens", ADMIN_ONLY),
     Route("POST", "/v1/operators/tokens/<token_id>/revoke", ADMIN_ONLY, success=404),
+    # The admin token is no person: it registers no passkey and signs nothing.
+    Route("POST", "/v1/operators/passkeys/options", ADMIN_ONLY, success=403),
+    Route(
+        "POST",
+        "/v1/operators/passkeys",
+        ADMIN_ONLY,
+        {"id": "x", "rawId": "x", "type": "public-key", "response": {}},
+        success=403,
+    ),
+    Route("GET", "/v1/operators/passkeys", ADMIN_ONLY),
+    Route("POST", "/v1/operators/passkeys/<credential_id>/revoke", ADMIN_ONLY, success=404),
+    Route(
+        "GET",
+        "/v1/agents/<agent_id>/actions/<action_id>/approval-options",
+        ADMIN_ONLY,
+        success=403,
+    ),
     Route(
         "POST",
         "/v1/hooks/claude-code",

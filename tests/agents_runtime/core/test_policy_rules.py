@@ -248,3 +248,154 @@ def test_a_cost_from_amount_is_read_as_its_log_line_reads_back(text: str) -> Non
     live = charge_for(rule, None, {"amount": loads(text)})
     replayed = charge_for(rule, None, loads(dumps({"amount": loads(text)})))
     assert live == replayed
+
+
+# -- the cost check: what grows faster than the input is refused ---------------------
+
+PER_ELEMENT = "so its cost grows with the product of their sizes: inside a macro read only"
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        pytest.param(
+            "input.to.map(x, x).size() > 0",
+            "line 1 column 10: map copies its growing result at each element, so its cost"
+            " grows with the square of the list's length: use exists, all or exists_one",
+            id="map-over-input",
+        ),
+        pytest.param(
+            "input.to.filter(x, x == 'a').size() > 0",
+            "line 1 column 10: filter copies its growing result",
+            id="filter-over-input",
+        ),
+        pytest.param(
+            "input.to.exists(x, x + 'a' == 'ba')",
+            "line 1 column 20: + on strings, lists or bytes inside exists builds a new value"
+            " for each element",
+            id="string-join-in-exists",
+        ),
+        pytest.param(
+            "input.to.all(x,\n  x + [1] == [])",
+            "line 2 column 3: + on strings, lists or bytes inside all",
+            id="list-join-in-all-second-line",
+        ),
+        pytest.param(
+            "input.to.exists_one(x, x + x == b'a')",
+            "line 1 column 24: + on strings, lists or bytes inside exists_one",
+            id="bytes-or-dyn-join-in-exists-one",
+        ),
+        pytest.param(
+            "['a', 'b'].exists(d, input.body + d == 'x')",
+            "line 1 column 22: + on strings, lists or bytes inside exists",
+            id="join-in-a-macro-over-a-literal",
+        ),
+        pytest.param(
+            "input.to.exists(t, [t, t].exists(a, a.contains('x')))",
+            "line 1 column 21: inside exists, a macro's list holds constants only",
+            id="variables-in-a-nested-literal",
+        ),
+        pytest.param(
+            "input.to.exists(t, [1, 2].exists(a, [3, 4].exists(b, t.contains('x'))))",
+            "line 1 column 54: exists reads t (an enclosing macro's element) again",
+            id="literal-in-literal-reads-the-outer-element",
+        ),
+        pytest.param(
+            "input.to.exists(x, input.body.contains('a'))",
+            f"line 1 column 20: exists reads input again for each element, {PER_ELEMENT}",
+            id="input-in-body",
+        ),
+        pytest.param(
+            "input.to.exists(x, input.to.exists(y, y == 'a'))",
+            "line 1 column 20: exists reads input again for each element",
+            id="nested-over-input",
+        ),
+        pytest.param(
+            "input.to.exists(x, x.exists(y, y == x))",
+            "line 1 column 37: exists reads x (an enclosing macro's element) again",
+            id="outer-element-in-nested-body",
+        ),
+        pytest.param(
+            "input.to.exists(x, 'a' in history.tags_used)",
+            "line 1 column 34: exists reads history again for each element",
+            id="history-in-body",
+        ),
+        pytest.param(
+            "input.body.contains(input.needle)",
+            "line 1 column 21: contains takes a string literal: searching a value for another"
+            " costs the product of their sizes",
+            id="contains-non-literal",
+        ),
+        pytest.param(
+            "input.body.matches(input.pattern)",
+            "line 1 column 20: matches takes a string literal",
+            id="matches-non-literal",
+        ),
+        pytest.param(
+            "input.a + input.b + input.c + input.d + input.e + input.f == 'x'",
+            "line 1 column 1: more than 4 + that may join strings, lists or bytes",
+            id="five-joins",
+        ),
+    ],
+)
+def test_a_construct_whose_cost_grows_faster_than_the_input_is_refused_with_its_position(
+    when: str, message: str
+) -> None:
+    rule = {"rules": [RULES[0], {"name": "costly", "when": when, "effect": "deny"}]}
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(_with_tool(rule))
+    assert str(caught.value).startswith(f"$.tools.send_email.rules[1].when: {message}"), str(
+        caught.value
+    )
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        pytest.param("input.to.exists(x, x.endsWith('@example.com'))", id="exists"),
+        pytest.param("input.to.all(x, x.size() < 100 && x != tool)", id="all-with-tool"),
+        pytest.param("input.items.exists_one(i, i.price > agent.remaining)", id="exists-one"),
+        pytest.param("input.msgs.all(m, m.to.exists(r, r.contains('@')))", id="nested-element"),
+        pytest.param(
+            "input.to.exists(t, ['a.com', 'b.com'].exists(d, t.endsWith(d)))",
+            id="literal-inside",
+        ),
+        pytest.param("['a', 'b'].exists(k, input.to.endsWith(k))", id="over-a-literal"),
+        pytest.param("[1, 2].map(x, x * 2).size() == 2", id="map-over-a-literal"),
+        pytest.param("input.user + '@' + input.domain == 'a@b'", id="two-joins"),
+        pytest.param("input.body.matches('^[a-z]+$')", id="matches-literal"),
+        pytest.param("input.items.exists(i, int(i.n) + 1 > 2)", id="number-add-in-body"),
+    ],
+)
+def test_a_rule_whose_cost_stays_linear_in_the_input_is_accepted(when: str) -> None:
+    parse_policy(_with_tool({"rules": [{"name": "fine", "when": when, "effect": "deny"}]}))
+
+
+def test_the_when_expressions_of_one_list_are_bounded_in_size_all_told() -> None:
+    when = "true || " * 100 + "true"  # 804 characters
+    rules = [{"name": f"r{i}", "when": when, "effect": "deny"} for i in range(6)]
+    with pytest.raises(
+        PolicyError,
+        match=r"^\$\.tools\.send_email\.rules: the when expressions hold 4824 characters in"
+        r" all, more than 4096",
+    ):
+        parse_policy(_with_tool({"rules": rules}))
+    parse_policy(_with_tool({"rules": rules[:5]}))
+
+
+def test_the_joins_of_one_list_are_bounded_all_told() -> None:
+    when = "input.a + input.b + input.c == 'x'"  # two + that may join
+    rules = [{"name": f"r{i}", "when": when, "effect": "deny"} for i in range(3)]
+    with pytest.raises(
+        PolicyError,
+        match=r"^\$\.tools\.send_email\.rules: the when expressions have 6 \+ that may join"
+        r" strings, lists or bytes in all, more than 4 ",
+    ):
+        parse_policy(_with_tool({"rules": rules}))
+    parse_policy(_with_tool({"rules": rules[:2]}))
+    typed = "int(input.a) + int(input.b) + int(input.c) == 3"
+    parse_policy(
+        _with_tool(
+            {"rules": [{"name": f"r{i}", "when": typed, "effect": "deny"} for i in range(3)]}
+        )
+    )

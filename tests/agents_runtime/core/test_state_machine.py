@@ -3,8 +3,12 @@
 After every step the state rebuilt from the file on disk (``load_log``, which
 verifies every record) must equal the live state. At the end of each example
 ``audit replay`` must find every record of the log to be what the log's own
-policy would have written. A restart rule reloads the whole registry from disk
-mid-sequence.
+policies would have written: policies generated with rules (reading input,
+history, tags, the agent and now), tags and ``cost_from``, set as the agent's
+own or as versions of a named (fleet) policy, and shadow policies set and
+cleared. The what-if mode must find a log re-decided under the one policy it
+was written under unchanged, and re-decide any log under any generated
+candidate. A restart rule reloads the whole registry from disk mid-sequence.
 
 Each machine owns its event loop (``asyncio.new_event_loop``) and runs every
 step to completion on it; the loop is closed in ``teardown``.
@@ -25,11 +29,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.policy import Policy
+from agents_runtime.core.policy import Policy, parse_policy
 from agents_runtime.core.snapshot import SCHEMA, state_json
 from agents_runtime.core.state import IN_ORDER, AgentState, expired_actions, parse_ts
 from agents_runtime.core.vocabulary import Severity
-from agents_runtime.errors import AgentError, IdempotencyConflict, InvalidState
+from agents_runtime.errors import AgentError, IdempotencyConflict, InvalidState, NotFound
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import read_log
@@ -39,6 +43,7 @@ from agents_runtime.log.store import LogContents
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import replay
 from audit.replay import replay_records
+from audit.whatif import final_decisions, what_if
 from guardd import views
 from tests.agents_runtime.support import (
     AGENT,
@@ -89,21 +94,75 @@ SEND_RULES = [
 ]
 
 
+# What a generated rule's ``when`` may be: each variable a rule reads, a
+# macro, and some that fail to evaluate on some inputs (policy_error).
+CONDITIONS = (
+    "true",
+    "false",
+    "has(input.a) && input.a >= 2",
+    "has(input.b) && input.b == 1",
+    "input.a == 3",
+    "'r' in history.tags_used",
+    "'s' in history.tags_used && !('r' in history.tags_used)",
+    "'s' in history.tag_last_used && now - history.tag_last_used['s'] < duration('10s')",
+    "'read' in history.calls && history.calls['read'] >= 2",
+    "agent.remaining > 3.0",
+    "agent.spent >= 1.0 && agent.scar_score >= 2",
+    "agent.actions_allowed > 3 && agent.budget < 5.0",
+    "tool == 'send' && has(input.b)",
+    "has(input.a) && [1, 2].exists(x, x == input.a)",
+    "size(history.tags_used) > 1 || history.tags_used.exists(t, t == 's')",
+)
+EFFECTS = ("allow", "deny", "require_approval")
+
+
+def _rule(name: str, when: str, effect: str, scar: str | None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"name": name, "when": when, "effect": effect}
+    if effect == "deny" and scar is not None:
+        rule |= {"message": f"{name} says no", "scar": scar}
+    return rule
+
+
+rule_lists = st.lists(
+    st.tuples(
+        st.sampled_from(CONDITIONS),
+        st.sampled_from(EFFECTS),
+        st.one_of(st.none(), st.sampled_from(SCARS[:4])),
+    ),
+    max_size=4,
+).map(lambda drawn: [_rule(f"g{i}", *rule) for i, rule in enumerate(drawn)])
+tag_sets = st.lists(st.sampled_from(["r", "s"]), unique=True, max_size=2)
+
+
 def machine_policy(
     budget: str,
     scar_limit: int,
     rate: tuple[int, int] | None,
     timeout: int | None = None,
     tagged: bool = True,
+    send_rules: list[dict[str, Any]] | None = None,
+    pay_rules: list[dict[str, Any]] | None = None,
+    send_tags: list[str] | None = None,
+    pay_from: bool = True,
 ) -> Policy:
+    pay: dict[str, Any] = {"cost_from": "a"} if pay_from else {"cost": 1}
+    if pay_rules:
+        pay["rules"] = pay_rules
+    send: dict[str, Any] = {
+        "cost": 2,
+        "requires_approval": True,
+        "rules": SEND_RULES if send_rules is None else send_rules,
+    }
+    if send_tags:
+        send["tags"] = send_tags
     return policy(
         budget=Decimal(budget),
         scar_limit=scar_limit,
         tools={
             "read": {"cost": Decimal("0.5"), "tags": ["r"] if tagged else []},
-            "send": {"cost": 2, "requires_approval": True, "rules": SEND_RULES},
+            "send": send,
             "capped": {"max_calls": 2},
-            "pay": {"cost_from": "a"},
+            "pay": pay,
             "quorum": {"cost": 1, "requires_approval": True, "approvals_required": 2},
         },
         rate_limit=None if rate is None else {"max_actions": rate[0], "window_secs": rate[1]},
@@ -119,6 +178,10 @@ policies = st.builds(
     # Held actions expire after this long (fake seconds), or never.
     timeout=st.sampled_from([None, None, 5, 30, 60]),
     tagged=st.booleans(),
+    send_rules=st.one_of(st.none(), rule_lists),
+    pay_rules=rule_lists,
+    send_tags=tag_sets,
+    pay_from=st.booleans(),
 )
 
 
@@ -135,6 +198,8 @@ class AgentMachine(RuleBasedStateMachine):
         self.run(self.registry.create(AGENT, machine_policy("4", 20, (4, 10), 30)))
         self.requests = 0  # action IDs handed out
         self.keys: dict[str, tuple[c.RequestAction, float]] = {}  # and the ts of its request
+        self.fleet = 0  # the newest version of the named policy "fleet" sent to the agent
+        self.candidate: Policy | None = None  # what the what-if check tries at the end
 
     # -- plumbing ------------------------------------------------------------
 
@@ -184,6 +249,7 @@ class AgentMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             self.check_audit_replay()
+            self.check_what_if()
             self.check_snapshot_then_fold()
         finally:
             try:
@@ -244,6 +310,39 @@ class AgentMachine(RuleBasedStateMachine):
         assert snapshot(result.state, lines) == snapshot(live_state(self.registry), lines)
         stamps = [r["ts"] for r in records]
         assert stamps == sorted(stamps)
+
+    def check_what_if(self) -> None:
+        """The what-if mode on the log this example produced: up to its
+        second policy, under the policy it was written under, no decision
+        changes; under a generated candidate, every request is re-decided
+        and each change counted."""
+        path = self.data_dir.log_path(AGENT)
+        records = [canonical.loads(line) for line in path.read_bytes().splitlines()]
+        policies = [i for i, r in enumerate(records) if r["kind"] == "policy"]
+        # A policy record starts a step of its own: the log up to the next
+        # one is a whole log, written under the first policy alone.
+        cut = policies[1] if len(policies) > 1 else len(records)
+        first = records[:cut]
+        own = what_if(
+            first,
+            parse_policy(records[policies[0]]["policy"]),
+            idempotency_retention=RETENTION,
+        )
+        requests = sum(1 for r in first if r["kind"] == "action_requested")
+        assert (own.decisions, own.changed, own.by_change) == (requests, 0, {}), own
+        assert own.spent_after == own.spent_before
+        if self.candidate is not None:
+            requests = sum(1 for r in records if r["kind"] == "action_requested")
+            other = what_if(
+                records, self.candidate, examples=requests, idempotency_retention=RETENTION
+            )
+            assert other.decisions == requests
+            assert other.changed == sum(other.by_change.values()) == len(other.examples)
+            before = final_decisions(records)
+            for example in other.examples:
+                assert before.get(example.action_id, "requested") == example.before
+                assert example.before != example.after
+            assert other.spent_after <= max(self.candidate.budget, Decimal(0))
 
     # -- rules ------------------------------------------------------------------
 
@@ -409,6 +508,54 @@ class AgentMachine(RuleBasedStateMachine):
         reply = self.try_ask(c.SetPolicy(new_policy))
         assert isinstance(reply, dict) == alive
 
+    @rule(new_policy=policies, again=st.booleans())
+    def follow_fleet_version(self, new_policy: Policy, again: bool) -> None:
+        """A version of the named policy "fleet", as a fan-out writes it; or
+        (``again``) the one already sent, as a fan-out run again after a
+        crash sends it: then nothing is written."""
+        state = live_state(self.registry)
+        alive, following = state.alive, state.policy_ref == "fleet"
+        length = len(self.data_dir.log_path(AGENT).read_bytes().splitlines())
+        repeat = again and following and self.fleet > 0
+        version = self.fleet if repeat else self.fleet + 1
+        reply = self.try_ask(c.SetPolicy(new_policy, policy_ref="fleet", version=version))
+        assert isinstance(reply, dict) == alive
+        if not alive:
+            return
+        self.fleet = version
+        state = live_state(self.registry)
+        assert (state.policy_ref, state.policy_version) == ("fleet", version)
+        lines = self.data_dir.log_path(AGENT).read_bytes().splitlines()[length:]
+        if repeat:
+            assert lines == []
+        else:
+            newest = canonical.loads(lines[0])
+            assert (newest["kind"], newest["policy_ref"], newest["version"]) == (
+                "policy",
+                "fleet",
+                version,
+            )
+
+    @rule(new_policy=policies, named=st.booleans())
+    def set_shadow(self, new_policy: Policy, named: bool) -> None:
+        alive = live_state(self.registry).alive
+        ref = {"policy_ref": "candidate", "version": 1} if named else {}
+        reply = self.try_ask(c.SetShadow(new_policy, **ref))
+        assert isinstance(reply, dict) == alive, reply
+        if alive:
+            assert (reply["agree"], reply["disagree"]) == (0, {})
+
+    @rule()
+    def clear_shadow(self) -> None:
+        had = live_state(self.registry).shadow is not None
+        reply = self.try_ask(c.ClearShadow())
+        assert isinstance(reply, NotFound) != had, reply
+        assert live_state(self.registry).shadow is None
+
+    @rule(candidate=policies)
+    def pick_what_if_candidate(self, candidate: Policy) -> None:
+        self.candidate = candidate
+
     @rule(seconds=st.sampled_from([0.25, 1, 5, 10, 61]))
     def advance_time(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -444,8 +591,15 @@ class AgentMachine(RuleBasedStateMachine):
     @invariant()
     def replayed_state_equals_live_state(self) -> None:
         lines = log_lines(self.data_dir.log_path(AGENT))
-        live = snapshot(live_state(self.registry), lines)
-        assert snapshot(replayed_state(self.registry), lines) == live
+        live, replayed = live_state(self.registry), replayed_state(self.registry)
+        assert snapshot(replayed, lines) == snapshot(live, lines)
+        assert (replayed.policy, replayed.policy_ref, replayed.policy_version) == (
+            live.policy,
+            live.policy_ref,
+            live.policy_version,
+        )
+        shown = [None if s is None else views.shadow(s) for s in (replayed.shadow, live.shadow)]
+        assert shown[0] == shown[1]
 
 
 AgentMachine.TestCase.settings = settings(

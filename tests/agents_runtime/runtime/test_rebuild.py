@@ -99,3 +99,82 @@ async def test_a_rebuild_starts_from_the_snapshot_and_folds_the_rows_after_it(
         # It goes on serving from the rebuilt state.
         await _serve(registry, 1)
         assert actor.state.action_count == 6
+
+
+@pytest.mark.parametrize("snapshot", [False, True], ids=["from-genesis", "from-snapshot"])
+async def test_a_rebuild_checks_the_hashes_of_records_this_node_verified_not_their_signatures(
+    postgres_dsn: str, tmp_path: Path, snapshot: bool
+) -> None:
+    """The records up to the committed head were verified, signatures
+    included, before this node folded or committed them: a rebuild (a lost
+    race) holds them to the head's hash only. A signature replaced behind the
+    node, the record's content and hash unchanged, is not read again."""
+    from agents_runtime.log import canonical
+    from agents_runtime.log.postgres.store import PgStore
+    from tests.support.postgres import run_sql
+
+    write_test_keys(tmp_path)
+    first = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+    first.prepare()
+    first.close()
+
+    def make_store() -> LogStore:
+        return PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+
+    async with _running(make_store, tmp_path) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(100)))
+        await _serve(registry, 3)
+        if snapshot:
+            await registry.save_checkpoints()
+            await registry.save_snapshots()
+        await _serve(registry, 2)
+        actor = registry.actors[AGENT]
+        last = actor.committed.head.seq
+        line = (await actor.log.lines([last], actor.committed))[last]
+        changed = line.replace(canonical.loads(line)["sig"].encode(), b"0" * 128)
+        await asyncio.to_thread(
+            run_sql,
+            postgres_dsn,
+            "update guard_logs set line = $1 where agent_id = $2 and seq = $3",
+            changed,
+            AGENT,
+            last,
+        )
+        assert await actor.rebuild(actor.committed) is None
+        assert (actor.rebuilt_from is not None) == snapshot
+        assert actor.state.action_count == 5
+
+
+async def test_a_rebuild_behind_another_nodes_snapshot_starts_from_it(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Another node wrote the agent's snapshot at a head this node has not
+    read yet: a rebuild verifies the rows up to that head and takes the
+    snapshot's state, instead of folding the whole log."""
+    from agents_runtime.log.postgres.store import PgStore
+
+    write_test_keys(tmp_path)
+    first = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+    first.prepare()
+    first.close()
+
+    def store_of(node: str) -> LogStore:
+        return PgStore(postgres_dsn, checkpoint_dir=tmp_path / node)
+
+    async with _running(lambda: store_of("one"), tmp_path) as one:
+        await one.create(AGENT, policy(budget=Decimal(100)))
+        await _serve(one, 2)
+        async with _running(lambda: store_of("two"), tmp_path) as two:
+            await _serve(two, 3)  # loads it on first use, then appends
+            await two.save_checkpoints()
+            await two.save_snapshots()
+            head = two.actors[AGENT].committed_head
+        actor = one.actors[AGENT]
+        assert actor.committed.head.seq < head.seq
+        assert await actor.rebuild(actor.committed) is None
+        assert (actor.rebuilt_from, actor.committed.head) == (head.seq, head)
+        whole = replay(AGENT, await asyncio.to_thread(one.store.read, AGENT), one.ring.public_key)
+        assert actor.state == whole.state
+        assert actor.committed.size == whole.contents.valid_length
+        await _serve(one, 1)
+        assert actor.state.action_count == 6
