@@ -17,6 +17,7 @@ Public modules (``__all__``)::
     verify        verification of a log: chain, signatures, genesis, checkpoint
     checkpoint    checkpoint files: each agent's committed head beside its log
     operators     the operators log: operator tokens issued and revoked, verified
+    passkeys      WebAuthn passkeys: the binding an approval signs, assertion checks
     snapshot      state snapshots: an agent's state at one record, signed
     store         the storage seam: LogStore, AgentLog and BatchHost protocols
     stores        open_store: any store from where it is (the one module that knows both)
@@ -43,6 +44,7 @@ __all__ = [
     "keys",
     "kinds",
     "operators",
+    "passkeys",
     "policies",
     "postgres",
     "readback",
