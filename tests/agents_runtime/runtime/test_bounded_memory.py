@@ -7,7 +7,7 @@ its Idempotency-Key."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -21,9 +21,9 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import STRIDE
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import load_keys
-from agents_runtime.log.store import LogStore
 from agents_runtime.runtime.registry import Registry
 from guardd import views
+from tests.agents_runtime.runtime.conftest import OPEN
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
 STEP = 2 * RATE_HISTORY_SECS / TRIM_EVERY  # TRIM_EVERY actions span two days
@@ -60,32 +60,6 @@ async def test_allowed_times_older_than_a_day_leave_memory_at_the_fold(tmp_path:
         assert list(registry.actors[AGENT].state.allowed_times) == live
     finally:
         await registry.stop()
-
-
-OPEN = Callable[[], LogStore]
-
-
-@pytest.fixture
-def file_store(tmp_path: Path) -> OPEN:
-    DataDir(tmp_path).prepare()
-    return lambda: FileStore(DataDir(tmp_path))
-
-
-@pytest.fixture
-def pg_store(tmp_path: Path, postgres_dsn: str) -> OPEN:
-    from agents_runtime.log.postgres.store import PgStore
-
-    write_test_keys(tmp_path)
-    store = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-    store.prepare()
-    store.close()
-    return lambda: PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-
-
-@pytest.fixture(params=["files", "postgres"])
-def make_store(request: pytest.FixtureRequest) -> OPEN:
-    name = "file_store" if request.param == "files" else "pg_store"
-    return request.getfixturevalue(name)  # type: ignore[no-any-return]
 
 
 @asynccontextmanager

@@ -6,7 +6,7 @@ restart (fold from genesis or from a snapshot)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -19,14 +19,13 @@ from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import load_keys
-from agents_runtime.log.store import LogStore
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
 from guardd import views
+from tests.agents_runtime.runtime.conftest import OPEN
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
 RETENTION = 60.0
-OPEN = Callable[[], LogStore]
 
 
 def _request(key: str) -> c.RequestAction:
@@ -58,29 +57,6 @@ async def _running(
         close = getattr(store, "close", None)  # the PostgreSQL store's own thread
         if close is not None:
             await asyncio.to_thread(close)
-
-
-@pytest.fixture
-def file_store(tmp_path: Path) -> OPEN:
-    DataDir(tmp_path).prepare()
-    return lambda: FileStore(DataDir(tmp_path))
-
-
-@pytest.fixture
-def pg_store(tmp_path: Path, postgres_dsn: str) -> OPEN:
-    from agents_runtime.log.postgres.store import PgStore
-
-    write_test_keys(tmp_path)
-    store = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-    store.prepare()
-    store.close()
-    return lambda: PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-
-
-@pytest.fixture(params=["files", "postgres"])
-def make_store(request: pytest.FixtureRequest) -> OPEN:
-    name = "file_store" if request.param == "files" else "pg_store"
-    return request.getfixturevalue(name)  # type: ignore[no-any-return]
 
 
 async def test_a_key_just_inside_its_retention_is_a_repeat_and_just_outside_a_new_request(
