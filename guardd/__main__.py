@@ -31,8 +31,7 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.store import LogStore
 from agents_runtime.log.stores import open_store
 from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
-from guardd import views
-from guardd.app import Guard, create_app
+from guardd.app import BY_COMMAND, Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
 from guardd.limits import (
@@ -107,7 +106,7 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         snapshot_secs=settings.snapshot_secs,
         idempotency_retention=settings.idempotency_retention,
         recent_actions=settings.recent_actions,
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
     )
     summary = registry.load()
     # Verified before anything is served: a failing operators log stops guardd.

@@ -13,6 +13,8 @@ from quart import Quart, Response, g, request
 from quart.sessions import NullSession, SecureCookieSessionInterface, SessionMixin
 from quart.wrappers import BaseRequestWebsocket, Body
 
+from agents_runtime.runtime.actor import Renders
+from guardd import views
 from guardd.config import DEFAULT_HOOK_WAIT
 from guardd.errors import register_error_handlers
 from guardd.jsonio import MAX_BODY, SECURITY_HEADERS
@@ -37,7 +39,7 @@ from guardd.routes.common import Guard, Service, ServiceBlueprint
 if TYPE_CHECKING:
     from guardd.tracing import Tracer
 
-__all__ = ["BLUEPRINTS", "Guard", "NoSessions", "create_app", "document"]
+__all__ = ["BLUEPRINTS", "BY_COMMAND", "Guard", "NoSessions", "create_app", "document"]
 
 # Every blueprint of the service, in the order the app registers them; the
 # metrics' own last, and only when metrics are on.
@@ -54,6 +56,12 @@ BLUEPRINTS: tuple[ServiceBlueprint, ...] = (
     operators.blueprint,
     passkeys.blueprint,
     meta.metrics_blueprint,
+)
+
+# Each command's reply view, as the endpoints that send the commands declare
+# it: handed to the registry, whose actors render replies in their turn.
+BY_COMMAND: Renders = views.in_turn(
+    declared for blueprint in BLUEPRINTS for declared in blueprint.declared.values()
 )
 
 

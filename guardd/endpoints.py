@@ -141,6 +141,10 @@ class Endpoint:
     # Only a person or a program with its own identity, not the admin token
     # (passkeys: a passkey belongs to someone); the route refuses it.
     person: bool = False
+    # The command whose reply is this endpoint's reply: the actor renders it in
+    # its turn with the view of ``reply.shape`` (guardd.views.in_turn), so a
+    # command's body, reply shape and view are all read here, beside its route.
+    sends: type | None = None
 
     @property
     def path(self) -> str:

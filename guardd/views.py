@@ -8,14 +8,18 @@ rendering against its declared shape, for agents in every state (``RENDERS``
 pairs each shape with its function).
 
 An agent's replies (status, actions, pending, grants, policy, decisions)
-are rendered from its state, which only its actor may read: ``BY_COMMAND``
-gives the renderer of each command's reply, guardd hands it to the registry
-(``__main__.build``), and the actor calls it right after the command, in
-its turn, so a route receives its reply ready to send.
+are rendered from its state, which only its actor may read: the endpoint
+that sends a command names it (``sends``) beside its reply shape,
+``in_turn`` pairs each command with its shape's view (``IN_TURN``), guardd
+hands the result to the registry (``guardd.app.BY_COMMAND``), and the actor
+calls it right after the command, in its turn, so a route receives its
+reply ready to send.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from types import MappingProxyType
 from typing import Any
 
 from agents_runtime.core import commands as c
@@ -38,11 +42,12 @@ from agents_runtime.core.state import (
 from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.log.record import Head, timestamp_micros
 from agents_runtime.log.verify import Failure, Report
-from agents_runtime.runtime.actor import Renders
+from agents_runtime.runtime.actor import Render, Renders
 from agents_runtime.runtime.registry import Listed
 from agents_runtime.runtime.replay import quarantine_message
 from guardd import replies
 from guardd.auth import Operator
+from guardd.endpoints import Endpoint
 from guardd.operators import OperatorToken
 
 Json = dict[str, Any]
@@ -510,26 +515,41 @@ def _ok(state: AgentState, reply: None, now: float, lines: Lines) -> Json:
     return OK
 
 
-BY_COMMAND: Renders = {
-    c.RequestAction: _decision,
-    c.Approve: _decision,
-    c.Reject: _decision,
-    c.GetAction: _action,
-    c.Cancel: _action,
-    c.ListPending: _pending,
-    c.GetStatus: _status,
-    c.SetPolicy: _status,
-    c.ReportOutcome: _status,
-    c.AddScar: _status,
-    c.Terminate: _status,
-    c.GetPolicy: _policy,
-    c.IssueGrant: _grant,
-    c.RevokeGrant: _grant,
-    c.ListGrants: _grants,
-    c.SetShadow: _shadow,
-    c.GetShadow: _shadow,
-    c.ClearShadow: _ok,
+# The view that renders, in the actor's turn, a command's reply of each shape.
+# A route names the command it sends (``sends``) beside its reply shape, and
+# ``in_turn`` pairs the command with the shape's view here.
+IN_TURN: dict[Any, Render] = {
+    replies.Decision: _decision,
+    replies.AllowedDecision | replies.DeniedDecision | replies.PendingDecision: _decision,
+    replies.DeniedDecision: _decision,
+    replies.Action: _action,
+    replies.PendingList: _pending,
+    replies.AgentStatus: _status,
+    replies.PolicyInForce: _policy,
+    replies.Grant: _grant,
+    replies.GrantList: _grants,
+    replies.Shadow: _shadow,
+    replies.Ok: _ok,
 }
+
+
+def in_turn(endpoints: Iterable[Endpoint]) -> Renders:
+    """Each command's view, from the endpoints that send it: what the actor
+    renders its reply with (agents_runtime.runtime.actor). A shape with no
+    view here, or a command two endpoints would render differently, fails
+    at import."""
+    renders: dict[type, Render] = {}
+    for endpoint in endpoints:
+        if endpoint.sends is None:
+            continue
+        render = IN_TURN.get(endpoint.reply.shape)
+        if render is None:
+            raise TypeError(f"{endpoint.rule}: no view renders {endpoint.reply.shape} in turn")
+        if renders.setdefault(endpoint.sends, render) is not render:
+            raise TypeError(f"{endpoint.sends.__name__}: endpoints render it differently")
+    return MappingProxyType(renders)
+
+
 # The commands whose reply a route uses as it is: an action's ID or None
 # (FindAction), a future (WatchAction), the log's handle (GetLogView), what a
 # passkey signs to decide an action (ApprovalSubject: guardd.passkeys reads it).

@@ -23,7 +23,7 @@ same ts, the moment the actor started on it.
 Replies: the core answers each command with a value of the domain (the
 state, an action's number, a grant, a decision); the actor hands it at once
 to the renderer of its command (``render``, given by whoever builds the
-registry: guardd's ``views.BY_COMMAND``), so that the caller gets the reply
+registry: guardd's ``app.BY_COMMAND``), so that the caller gets the reply
 as it goes out, made from the state as that command left it, inside this
 agent's serialized turn. The runtime never imports the HTTP layer; with no
 renderer a caller gets the core's value.

@@ -35,6 +35,7 @@ _PENDING_ONLY = "409 `invalid_state` unless the action is pending."
     errors=("idempotency_conflict",),
     description="The charge is the larger of `cost` and the tool's minimum. "
     "A 400 uses no action ID and writes nothing.",
+    sends=c.RequestAction,
 )
 async def request_action(
     service: Service,
@@ -66,6 +67,7 @@ async def request_action(
     caller=OPERATOR,
     role=VIEWER,
     reply=Reply(replies.PendingList, "Oldest first."),
+    sends=c.ListPending,
 )
 async def pending(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.ListPending()))
@@ -79,6 +81,7 @@ async def pending(service: Service, ref: AgentRef) -> Response:
     role=VIEWER,
     query=(WAIT,),
     reply=Reply(replies.Action, "The action."),
+    sends=c.GetAction,
 )
 async def get_action(service: Service, ref: AgentRef, action_id: str, wait: float) -> Response:
     return json_response(await watch_action(service, ref, action_id, wait))
@@ -96,6 +99,7 @@ async def get_action(service: Service, ref: AgentRef, action_id: str, wait: floa
     errors=("invalid_state",),
     description="`harmful` is admin only (403). Exactly one outcome per allowed action; "
     "otherwise 409 `invalid_state`.",
+    sends=c.ReportOutcome,
 )
 async def outcome(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.OutcomeReport
@@ -129,6 +133,7 @@ async def outcome(
     "admin token). Where the rule says `approval_passkey`, the body's `passkey` must be "
     "an assertion made with the action's approval-options: 403 naming what failed "
     "otherwise, and nothing is written.",
+    sends=c.Approve,
 )
 async def approve(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.ApproveBody
@@ -158,6 +163,7 @@ async def approve(
     writes=True,
     errors=("invalid_state",),
     description=_PENDING_ONLY,
+    sends=c.Reject,
 )
 async def reject(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.RejectBody
@@ -189,6 +195,7 @@ async def reject(
     description="Writes `action_cancelled`: never charged, no scar, long-polls answer at "
     "once. 409 `invalid_state` unless the action is pending; an approve or reject "
     "afterwards is 409 too, saying when it was cancelled.",
+    sends=c.Cancel,
 )
 async def cancel(
     service: Service, who: Caller, ref: AgentRef, action_id: str, body: bodies.CancelBody

@@ -63,6 +63,7 @@ async def list_agents(service: Service) -> Response:
     caller=AGENT,
     role=VIEWER,
     reply=Reply(replies.AgentStatus, "The status."),
+    sends=c.GetStatus,
 )
 async def agent_status(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.GetStatus()))
@@ -91,6 +92,7 @@ async def reissue_token(service: Service, agent_id: str) -> Response:
         "The policy with every default filled in, as its last `policy` record has it.",
     ),
     description="Also for a terminated agent.",
+    sends=c.GetPolicy,
 )
 async def get_policy(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.GetPolicy()))
@@ -110,6 +112,7 @@ async def get_policy(service: Service, ref: AgentRef) -> Response:
     '(termination is permanent). With `{"policy_ref": name}` the agent follows that '
     "named policy from its newest version on (404 `not_found` when there is none); a "
     "policy of its own ends the following.",
+    sends=c.SetPolicy,
 )
 async def set_policy(
     service: Service, who: Caller, ref: AgentRef, body: bodies.PolicyOrRef
@@ -133,6 +136,7 @@ async def set_policy(
     writes=True,
     errors=("unknown_action",),
     description="An `action_id` that does not exist is 404 `unknown_action`.",
+    sends=c.AddScar,
 )
 async def add_scar(service: Service, who: Caller, ref: AgentRef, body: bodies.ScarBody) -> Response:
     by = signed(who, body.by, "by", required=False)
@@ -152,6 +156,7 @@ async def add_scar(service: Service, who: Caller, ref: AgentRef, body: bodies.Sc
     reply=Reply(replies.AgentStatus, _AFTER),
     writes=True,
     errors=("already_terminated",),
+    sends=c.Terminate,
 )
 async def terminate(
     service: Service, who: Caller, ref: AgentRef, body: bodies.TerminateBody

@@ -154,6 +154,7 @@ class ServiceBlueprint(Blueprint):
         writes: bool = False,
         description: str | None = None,
         person: bool = False,
+        sends: type | None = None,
     ) -> Callable[[Callable[..., Awaitable[Response]]], Callable[..., Awaitable[Response]]]:
         """Declare the route below as an endpoint (``guardd.endpoints.Endpoint``)."""
 
@@ -176,6 +177,7 @@ class ServiceBlueprint(Blueprint):
                 writes=writes,
                 description=description,
                 person=person,
+                sends=sends,
             )
             arguments(declared)  # a route that cannot take what it declares fails here
             self.declared[view] = declared

@@ -28,6 +28,7 @@ blueprint = ServiceBlueprint("grants", __name__, tag="agents")
     description="Writes `grant_issued`. A request the policy would hold for approval "
     "that matches an unexpired grant with room left is allowed at once, its "
     "`action_allowed` naming the grant. 409 `invalid_state` when the agent is terminated.",
+    sends=c.IssueGrant,
 )
 async def issue_grant(
     service: Service, who: Caller, ref: AgentRef, body: bodies.GrantBody
@@ -54,6 +55,7 @@ async def issue_grant(
     caller=OPERATOR,
     role=VIEWER,
     reply=Reply(replies.GrantList, "Every grant, with what is left."),
+    sends=c.ListGrants,
 )
 async def list_grants(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.ListGrants()))
@@ -71,6 +73,7 @@ async def list_grants(service: Service, ref: AgentRef) -> Response:
     errors=("invalid_state",),
     description="Writes `grant_revoked`. 404 `not_found` for a grant the agent does "
     "not have; 409 `invalid_state` when revoked already.",
+    sends=c.RevokeGrant,
 )
 async def revoke_grant(
     service: Service, who: Caller, ref: AgentRef, grant_id: str, body: bodies.RevokeGrantBody

@@ -32,6 +32,7 @@ blueprint = ServiceBlueprint("shadow", __name__, tag="agents")
     "disagree, the decision record carries `shadow: {decision, reason}`. "
     'With `{"policy_ref": name}` the named policy\'s newest version is taken, once '
     "(404 `not_found` when there is none). 409 `invalid_state` when the agent is terminated.",
+    sends=c.SetShadow,
 )
 async def set_shadow(
     service: Service, who: Caller, ref: AgentRef, body: bodies.PolicyOrRef
@@ -56,6 +57,7 @@ async def set_shadow(
     role=VIEWER,
     reply=Reply(replies.Shadow, "The shadow and its counts since it was set."),
     description="404 `not_found` when none is set.",
+    sends=c.GetShadow,
 )
 async def get_shadow(service: Service, ref: AgentRef) -> Response:
     return json_response(await ref.ask(c.GetShadow()))
@@ -70,6 +72,7 @@ async def get_shadow(service: Service, ref: AgentRef) -> Response:
     reply=Reply(replies.Ok, "Removed."),
     writes=True,
     description="Writes `shadow_cleared`. 404 `not_found` when none is set.",
+    sends=c.ClearShadow,
 )
 async def clear_shadow(service: Service, who: Caller, ref: AgentRef) -> Response:
     by = signed(who, None, "by", required=False)

@@ -39,7 +39,7 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import FileIO
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import Registry
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import allowed_ids
 
 AGENTS = ("a", "b")
@@ -105,7 +105,7 @@ async def run(root: Path, seed: int, chunk: int) -> None:
     if chunk:
         slow_writes(chunk)
     data_dir = DataDir(root)
-    registry = Registry(FileStore(data_dir), data_dir.prepare(), render=views.BY_COMMAND)
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), render=BY_COMMAND)
     summary = registry.load()
     if summary.quarantined:
         raise SystemExit(f"quarantined: {summary.quarantined}")

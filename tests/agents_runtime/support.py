@@ -32,6 +32,7 @@ from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import Loaded, replay
 from guardd import views
+from guardd.app import BY_COMMAND
 
 # 2026-01-01T00:00:00Z: a round start so rate-window arithmetic reads easily.
 T0 = 1_767_225_600.0
@@ -110,9 +111,7 @@ async def running_registry(
     write_test_keys(root)
     ring = data_dir.prepare()
     # Replies rendered as guardd renders them: what a client sees.
-    registry = Registry(
-        FileStore(data_dir), ring, clock=clock or FakeClock(), render=views.BY_COMMAND
-    )
+    registry = Registry(FileStore(data_dir), ring, clock=clock or FakeClock(), render=BY_COMMAND)
     registry.load()
     await registry.start()
     try:
@@ -202,7 +201,7 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
         "actions": [views.action(state, n, lines) for n in numbers],
         "pending": [views.pending_entry(a) for a in state.pending.values()],
         "first_decisions": [
-            views.BY_COMMAND[RequestAction](state, first_decision(state, n, lines), 0.0, lines)
+            BY_COMMAND[RequestAction](state, first_decision(state, n, lines), 0.0, lines)
             for n in numbers
             if n_decided(state, n)
         ],

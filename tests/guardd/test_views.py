@@ -1,6 +1,6 @@
 """guardd.views renders each reply shape of guardd.replies: for an agent
 driven through every kind of action, grant and scar, each reply the actor
-answers with (rendered by ``views.BY_COMMAND`` in its turn) and each
+answers with (rendered by ``BY_COMMAND`` in its turn) and each
 rendering fits its shape in the OpenAPI document; every command has a
 renderer or is answered as it is."""
 
@@ -23,7 +23,8 @@ from agents_runtime.log.readback import verify_committed
 from agents_runtime.log.record import Head
 from agents_runtime.log.verify import Failure, Report
 from guardd import replies, views
-from guardd.app import document
+from guardd.app import BY_COMMAND, document
+from guardd.endpoints import OPERATOR, Endpoint, Reply
 from guardd.jsonio import dumps
 from tests.agents_runtime.support import T0, log_lines, policy, running_agent
 
@@ -59,8 +60,42 @@ def same(rendered: Any, answered: Any) -> None:
 
 
 def test_every_command_has_a_renderer_or_is_answered_as_it_is() -> None:
-    assert set(views.BY_COMMAND).isdisjoint(views.AS_IS)
-    assert set(views.BY_COMMAND) | views.AS_IS == set(COMMANDS)
+    assert set(BY_COMMAND).isdisjoint(views.AS_IS)
+    assert set(BY_COMMAND) | views.AS_IS == set(COMMANDS)
+
+
+async def _route() -> None:
+    pass
+
+
+def _sending(command: type, shape: Any) -> Endpoint:
+    return Endpoint(
+        method="POST",
+        rule="/v1/agents/<agent_id>/example",
+        summary="An example",
+        caller=OPERATOR,
+        reply=Reply(shape, "An example."),
+        view=_route,
+        tag="agents",
+        sends=command,
+    )
+
+
+def test_a_command_is_rendered_with_the_view_of_the_shape_its_endpoint_declares() -> None:
+    renders = views.in_turn([_sending(c.SetShadow, replies.Shadow)])
+    assert dict(renders) == {c.SetShadow: views.IN_TURN[replies.Shadow]}
+
+
+def test_an_endpoint_sending_a_command_with_a_shape_no_view_renders_in_turn_is_refused() -> None:
+    with pytest.raises(TypeError, match="no view renders"):
+        views.in_turn([_sending(c.GetStatus, replies.Token)])
+
+
+def test_two_endpoints_rendering_one_command_differently_are_refused() -> None:
+    with pytest.raises(TypeError, match="GetStatus: endpoints render it differently"):
+        views.in_turn(
+            [_sending(c.GetStatus, replies.AgentStatus), _sending(c.GetStatus, replies.Grant)]
+        )
 
 
 async def test_every_reply_and_rendering_fits_its_shape(

@@ -45,6 +45,7 @@ from agents_runtime.runtime.replay import replay
 from audit.replay import replay_records
 from audit.whatif import final_decisions, what_if
 from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import (
     AGENT,
     FakeClock,
@@ -213,7 +214,7 @@ class AgentMachine(RuleBasedStateMachine):
             FileStore(self.data_dir),
             self.ring,
             clock=self.clock,
-            render=views.BY_COMMAND,
+            render=BY_COMMAND,
             snapshot_records=3,
             idempotency_retention=RETENTION,
             recent_actions=RECENT,

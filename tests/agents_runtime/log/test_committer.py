@@ -22,7 +22,7 @@ from agents_runtime.log.files.faults import EIO_FSYNC, EIO_WRITE, Fault, FaultyI
 from agents_runtime.log.files.logfile import DEFAULT_IO, FileIO, FlushAnchors, LogFile, sync_logs
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import Registry
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import FakeClock, policy, running_registry, write_test_keys
 
 AGENTS = [f"agent-{n:02d}" for n in range(20)]
@@ -96,7 +96,7 @@ async def _registry(root: Path, io_for: Callable[[str], FileIO]) -> Registry:
         FileStore(data_dir, committer=CountingCommitter(), io_for=io_for),
         data_dir.prepare(),
         clock=FakeClock(),
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
     )
     registry.load()
     await registry.start()

@@ -29,7 +29,7 @@ from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.actor import LogView
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import (
     AGENT,
     D,
@@ -100,7 +100,7 @@ async def start(root: Path, committer: Committer, *agent_ids: str) -> Registry:
         FileStore(data_dir, committer=committer),
         data_dir.prepare(),
         clock=FakeClock(),
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
     )
     registry.load()
     await registry.start()
@@ -367,7 +367,7 @@ async def test_a_read_only_key_ring_serves_reads_and_refuses_writes(tmp_path: Pa
         await agent.ask(c.RequestAction("read"))
     data_dir = DataDir(tmp_path)
     ring = attrs.evolve(data_dir.prepare(), signer=None)
-    registry = Registry(FileStore(data_dir), ring, clock=FakeClock(), render=views.BY_COMMAND)
+    registry = Registry(FileStore(data_dir), ring, clock=FakeClock(), render=BY_COMMAND)
     registry.load()
     await registry.start()
     try:

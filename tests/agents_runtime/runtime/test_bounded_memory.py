@@ -22,7 +22,7 @@ from agents_runtime.log.files.lineindex import STRIDE
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import load_keys
 from agents_runtime.runtime.registry import Registry
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.runtime.conftest import OPEN
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
@@ -32,9 +32,7 @@ STEP = 2 * RATE_HISTORY_SECS / TRIM_EVERY  # TRIM_EVERY actions span two days
 async def _registry(root: Path, clock: FakeClock) -> Registry:
     write_test_keys(root)
     data_dir = DataDir(root)
-    registry = Registry(
-        FileStore(data_dir), data_dir.prepare(), clock=clock, render=views.BY_COMMAND
-    )
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), clock=clock, render=BY_COMMAND)
     assert (await asyncio.to_thread(registry.load)).quarantined == {}
     await registry.start()
     return registry
@@ -72,7 +70,7 @@ async def _running(make_store: OPEN, root: Path, snapshots: int) -> AsyncIterato
         clock=FakeClock(),
         recent_actions=2,
         snapshot_records=snapshots,
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
     )
     assert (await asyncio.to_thread(registry.load)).quarantined == {}
     await registry.start()

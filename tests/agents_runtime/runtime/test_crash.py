@@ -42,7 +42,7 @@ from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.record import seal
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.crash_child import AGENTS
 from tests.agents_runtime.support import (
     AGENT,
@@ -368,7 +368,7 @@ async def test_a_read_only_service_leaves_a_cut_command_as_it_is(tmp_path: Path)
     data_dir = DataDir(tmp_path)
     # The clock of the first run: the key is within its retention.
     ring = attrs.evolve(data_dir.prepare(), signer=None)
-    registry = Registry(FileStore(data_dir), ring, clock=FakeClock(), render=views.BY_COMMAND)
+    registry = Registry(FileStore(data_dir), ring, clock=FakeClock(), render=BY_COMMAND)
     registry.load()
     await registry.start()
     try:

@@ -21,7 +21,7 @@ from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import load_keys
 from agents_runtime.runtime.registry import Registry
 from audit.replay import replay_records
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.runtime.conftest import OPEN
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
@@ -45,7 +45,7 @@ async def _running(
         idempotency_retention=RETENTION,
         recent_actions=recent_actions,
         snapshot_records=1,
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
     )
     summary = await asyncio.to_thread(registry.load)
     assert summary.quarantined == {}

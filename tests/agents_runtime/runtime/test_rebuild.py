@@ -22,7 +22,7 @@ from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
 from agents_runtime.log.store import LogStore
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import replay
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
 OPEN = Callable[[], LogStore]
@@ -37,7 +37,7 @@ async def _running(make_store: OPEN, root: Path) -> AsyncIterator[Registry]:
         load_keys(DataDir(root).keys_dir),
         clock=FakeClock(),
         snapshot_records=4,
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
     )
     assert (await asyncio.to_thread(registry.load)).quarantined == {}
     await registry.start()

@@ -21,7 +21,7 @@ from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.record import FORMAT, Head, seal
 from agents_runtime.log.verify import Failure
 from agents_runtime.runtime.registry import Registry, quarantine_message
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import (
     AGENT,
     TEST_PUBLIC_KEY,
@@ -46,9 +46,7 @@ async def make_agent(root: Path, agent_id: str = AGENT, requests: int = 2) -> Pa
 def loaded_registry(root: Path) -> Registry:
     data_dir = DataDir(root)
     write_test_keys(root)
-    return Registry(
-        FileStore(data_dir), data_dir.prepare(), clock=FakeClock(), render=views.BY_COMMAND
-    )
+    return Registry(FileStore(data_dir), data_dir.prepare(), clock=FakeClock(), render=BY_COMMAND)
 
 
 def close(registry: Registry) -> None:

@@ -29,7 +29,7 @@ from agents_runtime.log.snapshot import Snapshot, open_snapshot, seal_snapshot
 from agents_runtime.log.store import LogContents
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import load, replay
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import (
     AGENT,
     TEST_SIGNER,
@@ -48,7 +48,7 @@ def _registry(root: Path, clock: FakeClock, **options: float) -> Registry:
         FileStore(data_dir),
         data_dir.prepare(),
         clock=clock,
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
         **options,  # type: ignore[arg-type]
     )
 

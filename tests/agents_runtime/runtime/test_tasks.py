@@ -16,7 +16,7 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.stores import open_database
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.tasks import Tasks
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import policy, running_registry, write_test_keys
 
 
@@ -136,7 +136,7 @@ async def test_a_registry_on_postgresql_leaves_no_task_behind(
     ring = data_dir.prepare()
     store = open_database(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
     await asyncio.to_thread(store.prepare)
-    registry = Registry(store, ring, render=views.BY_COMMAND)
+    registry = Registry(store, ring, render=BY_COMMAND)
     await asyncio.to_thread(registry.load)
     await registry.start()
     try:
