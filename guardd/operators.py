@@ -43,8 +43,9 @@ from agents_runtime.log.record import Head, genesis_fields, seal, timestamp
 from agents_runtime.log.store import HeadMoved
 from agents_runtime.log.verify import ChainVerifier
 from guardd.auth import OPERATOR_TOKEN_PREFIX, VIA_OPERATOR_TOKEN, Operator, held
-from guardd.errors import ApiError, ApiNotFound
+from guardd.errors import ApiError
 from guardd.passkeys import PasskeyTable
+from guardd.revocation import revocation
 
 log = logging.getLogger("guardd.operators")
 
@@ -257,21 +258,9 @@ class Operators:
         return self._tokens[token_id], token
 
     async def revoke(self, token_id: str, by: Operator) -> OperatorToken:
-        def check() -> None:
-            found = self._tokens.get(token_id)
-            if found is None:
-                raise ApiNotFound(f"no operator token {token_id}")
-            if found.revoked_at is not None:
-                raise ApiError(
-                    f"operator token {token_id} was revoked at {found.revoked_at}", "invalid_state"
-                )
-
-        fields = {
-            "kind": OperatorKind.TOKEN_REVOKED,
-            "token_id": token_id,
-            "by": by.name,
-            "by_id": by.by_id,
-        }
+        fields, check = revocation(
+            OperatorKind.TOKEN_REVOKED, "token_id", token_id, by, self._tokens.get, "operator token"
+        )
         await self._write(fields, check)
         return self._tokens[token_id]
 

@@ -59,7 +59,8 @@ from agents_runtime.log.passkeys import (
     unb64url,
 )
 from guardd.auth import VIA_ADMIN_TOKEN, Operator
-from guardd.errors import ApiError, ApiForbidden, ApiNotFound, BadRequest
+from guardd.errors import ApiError, ApiForbidden, BadRequest
+from guardd.revocation import revocation
 
 CHALLENGE_SECS = 300  # a registration ceremony must finish within five minutes
 MAX_CHALLENGES = 10_000  # registrations begun and not finished, at most
@@ -273,21 +274,14 @@ class Passkeys:
         return self.table.of(person(operator).by_id)
 
     async def revoke(self, credential_id: str, by: Operator) -> Credential:
-        def check() -> None:
-            found = self.table.credentials.get(credential_id)
-            if found is None:
-                raise ApiNotFound(f"no passkey {credential_id}")
-            if found.revoked_at is not None:
-                raise ApiError(
-                    f"passkey {credential_id} was revoked at {found.revoked_at}", "invalid_state"
-                )
-
-        fields = {
-            "kind": OperatorKind.PASSKEY_REVOKED,
-            "credential_id": credential_id,
-            "by": by.name,
-            "by_id": by.by_id,
-        }
+        fields, check = revocation(
+            OperatorKind.PASSKEY_REVOKED,
+            "credential_id",
+            credential_id,
+            by,
+            self.table.credentials.get,
+            "passkey",
+        )
         await self._operators.write(fields, check)
         return self.table.credentials[credential_id]
 
