@@ -19,7 +19,6 @@ reply ready to send.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import MappingProxyType
 from typing import Any
 
 from agents_runtime.core import commands as c
@@ -547,7 +546,7 @@ def in_turn(endpoints: Iterable[Endpoint]) -> Renders:
             raise TypeError(f"{endpoint.rule}: no view renders {endpoint.reply.shape} in turn")
         if renders.setdefault(endpoint.sends, render) is not render:
             raise TypeError(f"{endpoint.sends.__name__}: endpoints render it differently")
-    return MappingProxyType(renders)
+    return renders  # a plain dict: the actor looks a command up in it on every ask
 
 
 # The commands whose reply a route uses as it is: an action's ID or None
