@@ -409,7 +409,9 @@ def run_guardd(duration: float, rounds: int, warmup: float) -> dict[str, Any]:
     }
 
 
-def _race(servers: Sequence[Server], agent_id: str, token: str, requests: int) -> list[float]:
+def _race(
+    servers: Sequence[Server], agent_id: str, token: str, requests: int, timeout: float = 60.0
+) -> list[float]:
     """Each server asked ``requests`` decisions of ``agent_id`` one after the
     other, all servers at once: the seconds of each request."""
     body = {"tool": "web_search", "input": {"query": "weather in Lisbon", "max_results": 5}}
@@ -418,7 +420,7 @@ def _race(servers: Sequence[Server], agent_id: str, token: str, requests: int) -
     def run(server: Server) -> list[float]:
         seconds = []
         headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=server.url, headers=headers, timeout=60.0) as client:
+        with httpx.Client(base_url=server.url, headers=headers, timeout=timeout) as client:
             for _ in range(requests):
                 started = time.perf_counter()
                 answer = client.post(path, json=body)
@@ -464,8 +466,11 @@ def _conflict_on(pg: Any, work_dir: Path, records: int, requests: int) -> dict[s
             )
             nodes.append(server)
             server.start(timeout=120.0)
-        # Each node loads the agent on its first use (the whole log, once),
+        # Each node loads the agent on its first use (the whole log, once:
+        # minutes for a million records, so one node at a time, untimed),
         # and writes its snapshot at the first round after (a long log).
+        for node in nodes:
+            _race([node], agent_id, token, 1, timeout=1800.0)
         _race(nodes, agent_id, token, 5)
         time.sleep(3.0)
         admin = admin_token(work_dir / f"node{records}-1")
