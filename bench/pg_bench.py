@@ -426,7 +426,8 @@ def _race(
                 answer = client.post(path, json=body)
                 if answer.status_code == 503:  # kept colliding: asked again, as a client does
                     answer = client.post(path, json=body)
-                answer.raise_for_status()
+                if answer.is_error:
+                    raise RuntimeError(f"{server.url}: {answer.status_code} {answer.text}")
                 seconds.append(time.perf_counter() - started)
         return seconds
 
