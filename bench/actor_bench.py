@@ -59,8 +59,8 @@ from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, seal
 from agents_runtime.runtime.registry import Registry
-from guardd import views
 from guardd.__main__ import tune_gc
+from guardd.app import BY_COMMAND
 
 TARGET_RATIO = 0.80
 POLICY = {
@@ -113,7 +113,7 @@ async def _actor_run(root: Path, actors: int, askers: int, commands: int) -> Run
     committer = RecordingCommitter()
     # Replies rendered as guardd renders them, in the actor's turn.
     registry = Registry(
-        FileStore(data_dir, committer=committer), data_dir.prepare(), render=views.BY_COMMAND
+        FileStore(data_dir, committer=committer), data_dir.prepare(), render=BY_COMMAND
     )
     registry.load()
     await registry.start()

@@ -73,11 +73,11 @@ async def _one_agent(root: Path, actions: int) -> dict[str, Any]:
     from agents_runtime.log.files.store import FileStore
     from agents_runtime.runtime.registry import Registry
     from bench.actor_bench import POLICY
-    from guardd import views
     from guardd.__main__ import tune_gc
+    from guardd.app import BY_COMMAND
 
     data_dir = DataDir(root)
-    registry = Registry(FileStore(data_dir), data_dir.prepare(), render=views.BY_COMMAND)
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), render=BY_COMMAND)
     registry.load()
     await registry.start()
     await registry.create("agent-1", parse_policy(POLICY))
