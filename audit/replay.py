@@ -44,6 +44,7 @@ from agents_runtime.core.records import apply, entry_of
 from agents_runtime.core.state import (
     DEFAULT_IDEMPOTENCY_RETENTION,
     AgentState,
+    Recall,
     expired_actions,
     parse_ts,
 )
@@ -174,6 +175,13 @@ class Folded:
     def lines(self, state: AgentState, command: Any) -> dict[int, bytes]:
         reads = READS.get(type(command))
         seqs = () if reads is None else reads(state, command)
+        if isinstance(seqs, Recall):
+            # An action that left memory: the records that name it.
+            return {
+                seq: canonical.dumps(record)
+                for seq, record in self.by_seq.items()
+                if seq > seqs.after and record.get("action_id") == seqs.action_id
+            }
         return {seq: canonical.dumps(self.by_seq[seq]) for seq in seqs}
 
 

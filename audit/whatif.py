@@ -45,7 +45,12 @@ from agents_runtime.core.behaviour import expire_due, run, run_steps
 from agents_runtime.core.entries import Command, Dropped
 from agents_runtime.core.policy import Policy, parse_policy, policy_json
 from agents_runtime.core.records import apply, entry_of
-from agents_runtime.core.state import DEFAULT_IDEMPOTENCY_RETENTION, AgentState, parse_ts
+from agents_runtime.core.state import (
+    DEFAULT_IDEMPOTENCY_RETENTION,
+    KEEP_ALL,
+    AgentState,
+    parse_ts,
+)
 from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.errors import AgentError, CanonicalError, PolicyError
 from agents_runtime.log import canonical
@@ -155,8 +160,12 @@ class _Simulation:
     def __init__(
         self, genesis: dict[str, Any], candidate: Policy, idempotency_retention: float
     ) -> None:
+        # Every action kept in memory: an outcome is replayed or dropped by
+        # its action's status under the candidate, which needs no read.
         self.state = AgentState(
-            str(genesis.get("log_id", "")), idempotency_retention=idempotency_retention
+            str(genesis.get("log_id", "")),
+            idempotency_retention=idempotency_retention,
+            recent_actions=KEEP_ALL,
         )
         self.written: list[dict[str, Any]] = []
         self.folded = Folded()

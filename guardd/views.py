@@ -27,16 +27,19 @@ from agents_runtime.core.grants import Grant
 from agents_runtime.core.money import ZERO
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.state import (
+    OUTCOMES,
+    STATUS_NAMES,
     Action,
     AgentState,
     Lines,
     Scar,
     Shadow,
-    action_outcome,
-    action_status,
     approval_deadline,
+    left_memory,
     parse_line,
+    recalled,
     request_line,
+    status_code,
 )
 from agents_runtime.core.vocabulary import ActionStatus, Decision
 from agents_runtime.log.record import Head, timestamp_micros
@@ -248,10 +251,18 @@ def pending_decision(value: Pending) -> Json:
 def action(state: AgentState, n: int, lines: Lines) -> Json:
     """Action ``n`` as ``state`` has it now: a held action from memory, any
     other from its action_requested record and (once decided) the decision
-    right after it, both in ``lines`` (``core.state.action_reads``)."""
+    right after it, both in ``lines`` (``core.state.action_reads``); one that
+    left memory from all its records, in ``lines`` (a ``Recall``)."""
     action_id = f"act-{n}"
-    held = state.held.get(action_id)
-    status_now = action_status(state, n)
+    if left_memory(state, n):
+        old = recalled(state, n, lines)
+        held, seq, code = old.held, old.seq, old.status
+    else:
+        held = state.held.get(action_id)
+        seq = -1 if held is not None else state.action_seqs[n - state.first_action]
+        code = status_code(state, n)
+    status_now = STATUS_NAMES[code]
+    outcome = OUTCOMES[code]
     out: Json
     if held is not None:
         out = {
@@ -260,7 +271,7 @@ def action(state: AgentState, n: int, lines: Lines) -> Json:
             "input": held.input,
             "cost": held.cost,
             "status": status_now,
-            "outcome": action_outcome(state, n),
+            "outcome": outcome,
             "requested_at": held.requested_at,
         }
         if held.reason is not None:
@@ -288,7 +299,6 @@ def action(state: AgentState, n: int, lines: Lines) -> Json:
             if deadline is not None:
                 out["expires_at"] = _moment(deadline)
         return out
-    seq = state.action_seqs[n - 1]
     requested = parse_line(lines, seq)
     out = {
         "action_id": action_id,
@@ -296,7 +306,7 @@ def action(state: AgentState, n: int, lines: Lines) -> Json:
         "input": requested["input"],
         "cost": requested["cost"],
         "status": status_now,
-        "outcome": action_outcome(state, n),
+        "outcome": outcome,
         "requested_at": requested["ts"],
     }
     if status_now == _DENIED_STATUS:

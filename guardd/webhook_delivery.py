@@ -291,11 +291,17 @@ class Webhook:
         for line in lines:
             record = canonical.loads(line)
             # What was asked, for the events of an action held for approval:
-            # the agent's state keeps the request of every such action (its
-            # committed action_requested record), so nothing is kept here.
+            # the agent's state keeps the request of each such action while
+            # it is pending or among the latest; one that left memory since
+            # (this reader lagging behind) is read back from the log.
             action_id = record.get("action_id")
             held = actor.state.held.get(action_id) if action_id is not None else None
-            event = event_for(agent_id, record, held.request if held is not None else None)
+            requested = held.request if held is not None else None
+            event = event_for(agent_id, record, requested)
+            if event is not None and requested is None and action_id is not None:
+                requested = await actor.old_request(action_id)
+                if requested is not None:
+                    event = event_for(agent_id, record, requested)
             if event is None:
                 self._passed(agent_id, record["seq"])
             else:

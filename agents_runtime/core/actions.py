@@ -41,18 +41,22 @@ from agents_runtime.core.state import (
     STATUS_CODES,
     AgentState,
     Lines,
+    Recall,
     action_number,
     action_of,
     action_outcome,
     action_reads,
     action_status,
+    evict,
     first_decision,
     first_decision_reads,
     keep_key,
     keyed_action,
     known_action,
-    parse_line,
+    left_memory,
     parse_ts,
+    recall,
+    request_of,
 )
 from agents_runtime.core.vocabulary import ADMIN, SYSTEM, ActionStatus, Decision, Outcome, Severity
 from agents_runtime.errors import AgentUnavailable, Forbidden, IdempotencyConflict, InvalidState
@@ -117,13 +121,6 @@ class ReportOutcome(Command):
 # -- a request --------------------------------------------------------------------------
 
 
-def _first_request(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
-    """The action_requested record of action ``n`` (``lines`` holds
-    ``first_decision_reads``)."""
-    held = state.held.get(f"act-{n}")
-    return held.request if held is not None else parse_line(lines, state.action_seqs[n - 1])
-
-
 def _same_request(requested: dict[str, Any], cmd: RequestAction) -> bool:
     first = {
         "tool": requested["tool"],
@@ -141,12 +138,15 @@ def _repeated(state: AgentState, cmd: RequestAction, now: float) -> int | None:
     return None if key is None else keyed_action(state, key, now)
 
 
-def request_reads(state: AgentState, cmd: RequestAction) -> tuple[int, ...]:
+def request_reads(state: AgentState, cmd: RequestAction) -> tuple[int, ...] | Recall:
     # No clock here: a key past its retention still reads the lines of its
     # action, which request_action then does not use.
     key = cmd.idempotency_key
     earlier = None if key is None else keyed_action(state, key, float("-inf"))
-    if earlier is None or action_status(state, earlier) == _REQUESTED:
+    if earlier is None:
+        return ()
+    i = earlier - state.first_action
+    if i >= 0 and state.action_status[i] == 0:  # undecided: nothing to quote
         return ()
     return first_decision_reads(state, earlier)
 
@@ -154,13 +154,13 @@ def request_reads(state: AgentState, cmd: RequestAction) -> tuple[int, ...]:
 def request_action(state: AgentState, cmd: RequestAction, now: float, lines: Lines) -> Steps:
     earlier = _repeated(state, cmd, now)
     if earlier is not None:
-        if action_status(state, earlier) == _REQUESTED:
+        if action_status(state, earlier, lines) == _REQUESTED:
             # Only a read-only or fenced guardd keeps a request a crash cut
             # short undecided (it cannot write the decision).
             raise AgentUnavailable(
                 f"act-{earlier} was cut short by a crash and guardd cannot decide it now"
             )
-        first = _first_request(state, earlier, lines)
+        first = request_of(state, earlier, lines)
         # An older key is found by its digest: another key with the same
         # digest is no repeat (agents_runtime/core/idempotency.py).
         if first.get("idempotency_key") == cmd.idempotency_key:
@@ -208,7 +208,7 @@ def _draw(
     return Verdict(_ALLOWED, verdict.charge, None, verdict.rule), grant.grant_id
 
 
-def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...]:
+def get_action_reads(state: AgentState, cmd: GetAction) -> tuple[int, ...] | Recall:
     n = action_number(state, cmd.action_id)
     return () if n is None else action_reads(state, n)
 
@@ -226,15 +226,18 @@ def find_action(state: AgentState, cmd: FindAction, now: float, lines: Lines) ->
 def _fold_requested(state: AgentState, r: Record) -> None:
     if r["action_id"] != state.next_action_id:
         raise ValueError(f"{r['action_id']} requested where {state.next_action_id} comes next")
-    n = len(state.action_seqs) + 1
+    seqs = state.action_seqs
+    n = state.first_action + len(seqs)
     seq = r["seq"]
     try:
-        state.action_seqs.append(seq)
+        seqs.append(seq)
     except OverflowError:  # 4 bytes a seq until a log has 2^32 records
-        state.action_seqs = array("q", state.action_seqs)
-        state.action_seqs.append(seq)
+        seqs = state.action_seqs = array("q", seqs)
+        seqs.append(seq)
     state.action_status.append(0)
     state.next_action_id = f"act-{n + 1}"
+    if len(seqs) > 2 * state.recent_actions:
+        evict(state, state.recent_actions)
     key = r.get("idempotency_key")
     if key is not None:
         keep_key(state, key, n, parse_ts(r["ts"]))
@@ -286,9 +289,9 @@ def report_outcome(state: AgentState, cmd: ReportOutcome, now: float, lines: Lin
     if cmd.outcome == Outcome.HARMFUL and cmd.role != ADMIN:
         raise Forbidden("only the admin token may report a harmful outcome")
     n = known_action(state, cmd.action_id)
-    status = action_status(state, n)
+    status = action_status(state, n, lines)
     if status != ActionStatus.ALLOWED:
-        outcome = action_outcome(state, n)
+        outcome = action_outcome(state, n, lines)
         if outcome is not None:
             raise InvalidState(f"action {cmd.action_id} already has outcome {outcome}")
         raise InvalidState(f"action {cmd.action_id} is {status}, not allowed")
@@ -312,11 +315,20 @@ def _outcome_scar(state: AgentState, action_id: str, outcome: str, detail: str |
         yield from add_scar(state, severity, reason, action_id, SYSTEM)
 
 
+def report_reads(state: AgentState, cmd: ReportOutcome) -> tuple[int, ...] | Recall:
+    n = action_number(state, cmd.action_id)
+    return recall(state, n) if n is not None and left_memory(state, n) else ()
+
+
 def _fold_outcome(state: AgentState, r: Record) -> None:
-    n = action_of(state, r)
-    if state.action_status[n - 1] != _ALLOWED_CODE:
+    i = action_of(state, r) - state.first_action
+    if i < 0:
+        # The action left memory: its handler checked it against its
+        # records, and nothing of it is kept to change.
+        return
+    if state.action_status[i] != _ALLOWED_CODE:
         raise ValueError(f"{r['action_id']} is not allowed, or has its outcome already")
-    state.action_status[n - 1] = STATUS_CODES[r["outcome"]]
+    state.action_status[i] = STATUS_CODES[r["outcome"]]
 
 
 def _finish_outcome(state: AgentState, last: Record) -> Steps:
@@ -369,7 +381,7 @@ COMMAND_ENTRIES = (
     CommandEntry(command=RequestAction, writes=request_action, view=None, reads=request_reads),
     CommandEntry(command=GetAction, writes=None, view=get_action, reads=get_action_reads),
     CommandEntry(command=FindAction, writes=None, view=find_action, reads=None),
-    CommandEntry(command=ReportOutcome, writes=report_outcome, view=None, reads=None),
+    CommandEntry(command=ReportOutcome, writes=report_outcome, view=None, reads=report_reads),
     # A long-poll: the actor answers it itself, when the action is decided.
     CommandEntry(command=WatchAction, writes=None, view=None, reads=None),
 )

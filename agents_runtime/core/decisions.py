@@ -50,11 +50,23 @@ from agents_runtime.core.state import (
     Action,
     AgentState,
     Lines,
+    Recall,
+    action_number,
     action_of,
     action_status,
+    allow_held,
+    cancelled_reason,
+    deny_held,
     expired_actions,
+    expired_reason,
+    given,
+    hold,
     known_action,
+    left_memory,
     parse_ts,
+    recall,
+    recalled,
+    rejected_reason,
     request_line,
 )
 from agents_runtime.core.termination import terminate_if_exhausted
@@ -238,17 +250,32 @@ def _denial_scar(state: AgentState, action_id: str, reason: dict[str, Any]) -> S
         yield from add_scar(state, severity, f"denied: {reason['code']}", action_id, SYSTEM)
 
 
-def pending_action(state: AgentState, action_id: str) -> Action:
-    """The agent's pending action ``action_id``, or why it cannot be decided."""
+def pending_action(state: AgentState, action_id: str, lines: Lines) -> Action:
+    """The agent's pending action ``action_id``, or why it cannot be decided
+    (``lines``: ``pending_reads``)."""
     n = known_action(state, action_id)
     action = state.pending.get(action_id)
     if action is None:
-        held = state.held.get(action_id)
+        if left_memory(state, n):
+            old = recalled(state, n, lines)
+            held = old.held
+        else:
+            held = state.held.get(action_id)
         if held is not None and held.decided_at is not None:
             raise InvalidState(f"action {action_id} {_decided_how(held)}; it is no longer pending")
-        status = action_status(state, n)
+        status = action_status(state, n, lines)
         raise InvalidState(f"action {action_id} is {status}, not {ActionStatus.PENDING_APPROVAL}")
     return action
+
+
+def pending_reads(state: AgentState, cmd: Any) -> tuple[int, ...] | Recall:
+    """What a command on a held action reads: the records of one that left
+    memory and is not pending (for the error that says what became of it)."""
+    action_id = cmd.action_id
+    if action_id in state.pending:
+        return ()
+    n = action_number(state, action_id)
+    return recall(state, n) if n is not None and left_memory(state, n) else ()
 
 
 def _decided_how(held: Action) -> str:
@@ -281,7 +308,7 @@ def _passkey_needed(state: AgentState, action: Action, decision: str, given: obj
 
 
 def approval_subject(state: AgentState, cmd: ApprovalSubject, now: float, lines: Lines) -> Subject:
-    action = pending_action(state, cmd.action_id)
+    action = pending_action(state, cmd.action_id, lines)
     policy = state.policy
     assert policy is not None
     return Subject(
@@ -294,7 +321,7 @@ def approval_subject(state: AgentState, cmd: ApprovalSubject, now: float, lines:
 
 
 def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
-    action = pending_action(state, cmd.action_id)
+    action = pending_action(state, cmd.action_id, lines)
     _passkey_needed(state, action, "approve", cmd.passkey)
     by_id = cmd.by_id
     if by_id is not None:
@@ -343,7 +370,7 @@ def approve(state: AgentState, cmd: Approve, now: float, lines: Lines) -> Steps:
 
 
 def reject(state: AgentState, cmd: Reject, now: float, lines: Lines) -> Steps:
-    action = pending_action(state, cmd.action_id)
+    action = pending_action(state, cmd.action_id, lines)
     _passkey_needed(state, action, "reject", cmd.passkey)
     fields: dict[str, Any] = {
         "kind": Kind.ACTION_REJECTED,
@@ -364,7 +391,7 @@ def reject(state: AgentState, cmd: Reject, now: float, lines: Lines) -> Steps:
 
 def cancel(state: AgentState, cmd: Cancel, now: float, lines: Lines) -> Steps:
     """The asker withdraws a pending action: never charged, no scar."""
-    action = pending_action(state, cmd.action_id)
+    action = pending_action(state, cmd.action_id, lines)
     fields: dict[str, Any] = {"kind": Kind.ACTION_CANCELLED, "action_id": action.action_id}
     fields["by"] = cmd.role
     signed_by(fields, cmd.by, cmd.by_id)
@@ -418,15 +445,14 @@ def _fold_approval_required(state: AgentState, r: Record) -> None:
     q = _request_before(state, r)
     if q is None:
         raise _not_after_request(r)
-    action = Action(request=q, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
-    action.rule = r.get("rule")
+    action = hold(q, r)
     shadow = state.shadow
     if shadow is not None:
         tally(state, shadow, r, _PENDING)
     state.expiry_dirty = True
     state.held[action.action_id] = action
     state.pending[action.action_id] = action
-    state.action_status[n - 1] = _PENDING_CODE
+    state.action_status[n - state.first_action] = _PENDING_CODE
 
 
 def _decided(state: AgentState, r: Record) -> tuple[int, Action | None, str]:
@@ -436,14 +462,24 @@ def _decided(state: AgentState, r: Record) -> tuple[int, Action | None, str]:
     if requested is not None:
         # Decided at request time, the common case: the newest action, which
         # is neither decided nor pending yet.
-        return len(state.action_seqs), None, requested["tool"]
+        return state.action_count, None, requested["tool"]
     n = action_of(state, r)
     action = state.pending.pop(r["action_id"], None)
     if action is not None:
         return n, action, action.tool
-    if state.action_status[n - 1] != 0:
+    i = n - state.first_action
+    if i < 0 or state.action_status[i] != 0:
         raise ValueError(f"{r['action_id']} is decided already")
     raise _not_after_request(r)
+
+
+def _set_status(state: AgentState, n: int, code: int) -> None:
+    """The status of action ``n`` now, unless it left memory while pending
+    (then nothing of it is kept but its Action, dropped at the next
+    eviction: ``state.evict``)."""
+    i = n - state.first_action
+    if i >= 0:
+        state.action_status[i] = code
 
 
 def _fold_allowed(state: AgentState, r: Record) -> None:
@@ -452,20 +488,12 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
     if type(cost) is not Decimal:  # an int, as a line is read back
         cost = Decimal(cost)
     if action is not None:
-        action.cost = cost
-        action.approved_by = r.get("approved_by")
-        action.note = r.get("note")
-        action.decided_at = r["ts"]
-        action.decided_by_id = r.get("by_id")
-        if "approved_by" in r:
-            action.approvals.append(_given(r))
-        if "request_hash" in r:
-            action.receipt_seq = r["seq"]
+        allow_held(action, r, cost)
     else:
         shadow = state.shadow
         if shadow is not None:
             tally(state, shadow, r, _ALLOWED)
-    state.action_status[n - 1] = _ALLOWED_CODE
+    _set_status(state, n, _ALLOWED_CODE)
     if "grant_id" in r:  # drawn on a grant instead of a person's approval
         grant = state.grants[r["grant_id"]]
         grant.calls += 1
@@ -496,33 +524,22 @@ def _remember_tags(state: AgentState, tags: tuple[str, ...], ts: str) -> None:
         last_used[tag] = at
 
 
-def _given(r: Record) -> dict[str, Any]:
-    """An approval, as the views list it."""
-    return {
-        "by": r["by"] if "by" in r else r.get("approved_by"),
-        "by_id": r.get("by_id"),
-        "at": r["ts"],
-    }
-
-
 def _fold_recorded(state: AgentState, r: Record) -> None:
     action = state.pending.get(r["action_id"])
     if action is None:
         raise ValueError(f"{r['action_id']} is not pending approval")
-    action.approvals.append(_given(r))
+    action.approvals.append(given(r))
 
 
 def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
     n, action, _ = _decided(state, r)
     if action is not None:
-        action.reason = reason
-        action.decided_at = r["ts"]
-        action.decided_by_id = r.get("by_id")
+        deny_held(action, r, reason)
     else:
         shadow = state.shadow
         if shadow is not None:
             tally(state, shadow, r, _DENIED)
-    state.action_status[n - 1] = _DENIED_CODE
+    _set_status(state, n, _DENIED_CODE)
     state.actions_denied += 1
 
 
@@ -533,27 +550,22 @@ def _fold_denied(state: AgentState, r: Record) -> None:
 def _fold_rejected(state: AgentState, r: Record) -> None:
     if r["action_id"] not in state.pending:
         raise ValueError(f"{r['action_id']} is not pending approval")
-    _deny(state, r, {"code": ReasonCode.REJECTED, "by": r["by"], "reason": r["reason"]})
+    _deny(state, r, rejected_reason(r))
 
 
 def _fold_expired(state: AgentState, r: Record) -> None:
     if r["action_id"] not in state.pending:
         raise ValueError(f"{r['action_id']} is not pending approval")
-    _deny(state, r, {"code": ReasonCode.APPROVAL_EXPIRED, "timeout_secs": r["timeout_secs"]})
+    _deny(state, r, expired_reason(r))
 
 
 def _fold_cancelled(state: AgentState, r: Record) -> None:
     action = state.pending.pop(r["action_id"], None)
     if action is None:
         raise ValueError(f"{r['action_id']} is not pending approval")
-    reason: dict[str, Any] = {"code": ReasonCode.CANCELLED, "by": r["by"]}
-    if "reason" in r:
-        reason["reason"] = r["reason"]
-    action.reason = reason
-    action.decided_at = r["ts"]
-    action.decided_by_id = r.get("by_id")
+    deny_held(action, r, cancelled_reason(r))
     # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
-    state.action_status[action_of(state, r) - 1] = _CANCELLED_CODE
+    _set_status(state, action_of(state, r), _CANCELLED_CODE)
 
 
 # -- what finishing a command cut short writes after each --------------------------------
@@ -846,9 +858,9 @@ KIND_ENTRIES = (
 )
 
 COMMAND_ENTRIES = (
-    CommandEntry(command=Approve, writes=approve, view=None, reads=None),
-    CommandEntry(command=Reject, writes=reject, view=None, reads=None),
-    CommandEntry(command=Cancel, writes=cancel, view=None, reads=None),
+    CommandEntry(command=Approve, writes=approve, view=None, reads=pending_reads),
+    CommandEntry(command=Reject, writes=reject, view=None, reads=pending_reads),
+    CommandEntry(command=Cancel, writes=cancel, view=None, reads=pending_reads),
     CommandEntry(command=ListPending, writes=None, view=list_pending, reads=None),
-    CommandEntry(command=ApprovalSubject, writes=None, view=approval_subject, reads=None),
+    CommandEntry(command=ApprovalSubject, writes=None, view=approval_subject, reads=pending_reads),
 )

@@ -33,7 +33,7 @@ from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Sealed
 
 if TYPE_CHECKING:
-    from agents_runtime.core.state import AgentState, Lines
+    from agents_runtime.core.state import AgentState, Lines, Recall
 
 Record = dict[str, Any]
 # A writer's generator: yields record fields, is sent each one sealed (and
@@ -79,7 +79,7 @@ UnderCandidate = Callable[["AgentState", Record], "Dropped | None"]
 
 # The parts of a command's entry.
 Handler = Callable[["AgentState", Any, float, "Lines"], Any]
-Reads = Callable[["AgentState", Any], tuple[int, ...]]
+Reads = Callable[["AgentState", Any], "tuple[int, ...] | Recall"]
 
 
 def signed_by(fields: dict[str, Any], by: str | None, by_id: str | None) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from agents_runtime.core.idempotency import (
     may_hold,
 )
 from agents_runtime.core.money import ZERO
-from agents_runtime.core.vocabulary import ActionStatus, Outcome
+from agents_runtime.core.vocabulary import ActionStatus, Outcome, ReasonCode
 from agents_runtime.errors import LogReadError, UnknownAction
 from agents_runtime.log.canonical import dumps, loads_trusted
 from agents_runtime.log.kinds import Kind
@@ -78,6 +78,8 @@ DEFAULT_IDEMPOTENCY_RETENTION = 86_400.0
 # came (guardd's --recent-actions): the keys of older requests still inside
 # the retention are kept compactly (agents_runtime/core/idempotency.py).
 DEFAULT_RECENT_ACTIONS = 1_000
+# recent_actions for an offline replay that keeps every action in memory.
+KEEP_ALL = 1 << 60
 
 # Field metadata: the field's values are entries of the named field of the
 # same state (the same objects, by key), not objects of their own.
@@ -100,7 +102,7 @@ STATUS_CODES: dict[str, int] = {
     Outcome.HARMFUL: 6,
     ActionStatus.CANCELLED: 7,
 }
-_STATUS_NAMES = (
+STATUS_NAMES = (
     ActionStatus.REQUESTED,
     ActionStatus.PENDING_APPROVAL,
     ActionStatus.ALLOWED,
@@ -110,7 +112,8 @@ _STATUS_NAMES = (
     ActionStatus.COMPLETED,
     ActionStatus.CANCELLED,
 )
-_OUTCOMES = (None, None, None, None, Outcome.SUCCESS, Outcome.FAILURE, Outcome.HARMFUL, None)
+OUTCOMES = (None, None, None, None, Outcome.SUCCESS, Outcome.FAILURE, Outcome.HARMFUL, None)
+_PENDING_CODE = STATUS_CODES[ActionStatus.PENDING_APPROVAL]
 
 
 @attrs.define(slots=True)
@@ -233,11 +236,21 @@ class AgentState:
     remaining: Decimal = ZERO
     scars: list[Scar] = attrs.field(factory=list)
     scar_score: int = 0
-    # Action n (act-n) is at index n - 1: the seq of its action_requested
-    # record, and a status code.
+    # The latest actions (at least ``recent_actions`` of them, at most
+    # twice that) keep where they stand: action n (act-n) is at index
+    # n - first_action, the seq of its action_requested record and a status
+    # code. Older ones left memory (``evict``): their records are read from
+    # the log when a request names one (``Recall``).
+    first_action: int = 1
     action_seqs: array[int] = attrs.field(factory=lambda: array("I"))  # "q" past 2^32
     action_status: bytearray = attrs.field(factory=bytearray)
-    held: dict[str, Action] = attrs.field(factory=dict)  # every action that needed approval
+    # The seq of the action_requested record of every MARK_EVERY-th action
+    # that left memory (act-1, act-(1 + MARK_EVERY), ...): where the search
+    # for an old action's records starts.
+    action_marks: array[int] = attrs.field(factory=lambda: array("q"))
+    # The actions that needed approval among the latest ones, and every
+    # pending one however old.
+    held: dict[str, Action] = attrs.field(factory=dict)
     # Insertion order = oldest first. The same Action objects as ``held``'s
     # (a decision changes both): a snapshot writes their IDs only
     # (SAME_AS, agents_runtime/core/snapshot.py).
@@ -298,7 +311,7 @@ class AgentState:
 
     @property
     def action_count(self) -> int:
-        return len(self.action_seqs)
+        return self.first_action - 1 + len(self.action_seqs)
 
 
 def keyed_action(state: AgentState, key: str, now: float) -> int | None:
@@ -335,18 +348,6 @@ def keep_key(state: AgentState, key: str, n: int, at: float) -> None:
         _compact_keys(state, recent, at - retention)
 
 
-def keep_recent(state: AgentState, recent_actions: int) -> None:
-    """Keep the keys of the latest ``recent_actions`` requests as they came,
-    and the older ones compactly, from now on: a state folded under another
-    setting (at startup, before the runtime gives it its own) is compacted
-    at once. Shapes memory only, never an answer."""
-    state.recent_actions = recent_actions
-    keys = state.idempotency
-    if len(keys) > 2 * recent_actions:
-        newest = next(reversed(keys.values()))[1]
-        _compact_keys(state, len(keys) - recent_actions, newest - state.idempotency_retention)
-
-
 def _compact_keys(state: AgentState, count: int, since: float) -> None:
     """Move the oldest ``count`` keys of the dict into the runs (those past
     ``since`` dropped): once every ``count`` keyed requests, so cheap per
@@ -372,7 +373,7 @@ def action_number(state: AgentState, action_id: str) -> int | None:
     if not digits.isascii() or not digits.isdigit() or digits[0] == "0" or len(digits) > 18:
         return None
     n = int(digits)
-    return n if n <= len(state.action_seqs) else None
+    return n if n <= state.action_count else None
 
 
 def action_of(state: AgentState, record: dict[str, Any]) -> int:
@@ -392,14 +393,217 @@ def known_action(state: AgentState, action_id: str) -> int:
     return n
 
 
-def action_status(state: AgentState, n: int) -> ActionStatus:
+# -- actions that left memory ---------------------------------------------------------
+
+# One mark (8 bytes) every MARK_EVERY actions that left memory: finding an
+# old action's request reads at most this many actions' records past a mark.
+MARK_EVERY = 256
+
+
+def evict(state: AgentState, keep: int) -> None:
+    """Let all but the latest ``keep`` actions leave memory: their seq and
+    status, and the held ones that are no longer pending. Runs in the fold
+    of a request once the latest reach twice ``keep`` (and when the setting
+    changes at a start), so live and at replay at the same records, and
+    costs O(1) per request amortised."""
+    seqs = state.action_seqs
+    count = len(seqs) - keep
+    if count <= 0:
+        return
+    first = state.first_action
+    marks = state.action_marks
+    for i in range((1 - first) % MARK_EVERY, count, MARK_EVERY):
+        marks.append(seqs[i])  # the request of an action n with n - 1 a multiple of MARK_EVERY
+    del seqs[:count]
+    del state.action_status[:count]
+    state.first_action = first = first + count
+    pending = state.pending
+    # Held in request order (each is held right after its request).
+    gone = []
+    for action_id in state.held:
+        if int(action_id[4:]) >= first:
+            break
+        if action_id not in pending:
+            gone.append(action_id)
+    for action_id in gone:
+        del state.held[action_id]
+
+
+def keep_recent(state: AgentState, recent_actions: int) -> None:
+    """Keep the per-action data of the latest ``recent_actions`` actions, and
+    the keys of their requests as they came (older keys compactly), from now
+    on: a state folded under another setting (at startup, before the
+    runtime gives it its own) is trimmed at once. Shapes memory only, never
+    an answer."""
+    state.recent_actions = recent_actions
+    keys = state.idempotency
+    if len(keys) > 2 * recent_actions:
+        newest = next(reversed(keys.values()))[1]
+        _compact_keys(state, len(keys) - recent_actions, newest - state.idempotency_retention)
+    if len(state.action_seqs) > 2 * recent_actions:
+        evict(state, recent_actions)
+
+
+def left_memory(state: AgentState, n: int) -> bool:
+    """Whether action ``n`` left memory (its records are read from the log):
+    older than the latest actions, and not pending."""
+    return n < state.first_action and f"act-{n}" not in state.pending
+
+
+@attrs.frozen
+class Recall:
+    """What a command about an action that left memory reads (in place of
+    seqs, ``READS``): the committed records after seq ``after`` that name
+    ``action_id``, to the head (``whole``) or only its request and the
+    record after it. The runtime hands them over in ``lines``."""
+
+    action_id: str
+    after: int
+    whole: bool = True
+
+
+def recall(state: AgentState, n: int, *, whole: bool = True) -> Recall:
+    """The read of action ``n``'s records, from the mark at or before it."""
+    return Recall(f"act-{n}", state.action_marks[(n - 1) // MARK_EVERY] - 1, whole)
+
+
+@attrs.define(slots=True)
+class Recalled:
+    """An action that left memory, as its records give it: what the fold
+    had kept of it (its request's seq and record, its status code, and for
+    one held for approval its Action) had it stayed."""
+
+    seq: int
+    request: dict[str, Any]
+    status: int = 0
+    held: Action | None = None
+
+
+def recalled(state: AgentState, n: int, lines: Lines) -> Recalled:
+    """Action ``n`` rebuilt from ``lines`` (a ``Recall``'s): the same folds
+    of the same records, for this one action. LogReadError when its request
+    is not among them."""
+    action_id = f"act-{n}"
+    needle = f'"action_id":"{action_id}"'.encode()
+    out: Recalled | None = None
+    for seq in sorted(lines):
+        if needle not in lines[seq]:
+            continue
+        record = parse_line(lines, seq)
+        if record.get("action_id") != action_id:
+            continue  # another record quoting the ID (in a tool's input)
+        kind = record["kind"]
+        if kind == Kind.ACTION_REQUESTED:
+            out = Recalled(seq, record)
+            continue
+        if out is None:
+            raise LogReadError(f"the request of {action_id} is not where its mark says")
+        held = out.held
+        if kind == Kind.APPROVAL_REQUIRED:
+            out.held = hold(out.request, record)
+            out.status = STATUS_CODES[ActionStatus.PENDING_APPROVAL]
+        elif kind == Kind.APPROVAL_RECORDED:
+            if held is not None:
+                held.approvals.append(given(record))
+        elif kind == Kind.ACTION_ALLOWED:
+            if held is not None:
+                allow_held(held, record, Decimal(record["cost"]))
+            out.status = STATUS_CODES[ActionStatus.ALLOWED]
+        elif kind in _DENIALS:
+            if held is not None:
+                deny_held(held, record, _DENIALS[kind](record))
+            out.status = STATUS_CODES[ActionStatus.DENIED]
+        elif kind == Kind.ACTION_CANCELLED:
+            if held is not None:
+                deny_held(held, record, cancelled_reason(record))
+            out.status = STATUS_CODES[ActionStatus.CANCELLED]
+        elif kind == Kind.OUTCOME:
+            out.status = STATUS_CODES[record["outcome"]]
+    if out is None:
+        raise LogReadError(f"the records of {action_id} were not read")
+    return out
+
+
+# -- what the folds keep of a held action (here, so a recall keeps the same) ----------
+
+
+def hold(request: dict[str, Any], r: dict[str, Any]) -> Action:
+    """The Action an approval_required record ``r`` holds."""
+    action = Action(request=request, cost=Decimal(r["cost"]), held_at=parse_ts(r["ts"]))
+    action.rule = r.get("rule")
+    return action
+
+
+def given(r: dict[str, Any]) -> dict[str, Any]:
+    """An approval, as the views list it."""
+    return {
+        "by": r["by"] if "by" in r else r.get("approved_by"),
+        "by_id": r.get("by_id"),
+        "at": r["ts"],
+    }
+
+
+def allow_held(action: Action, r: dict[str, Any], cost: Decimal) -> None:
+    action.cost = cost
+    action.approved_by = r.get("approved_by")
+    action.note = r.get("note")
+    action.decided_at = r["ts"]
+    action.decided_by_id = r.get("by_id")
+    if "approved_by" in r:
+        action.approvals.append(given(r))
+    if "request_hash" in r:
+        action.receipt_seq = r["seq"]
+
+
+def deny_held(action: Action, r: dict[str, Any], reason: dict[str, Any]) -> None:
+    """A held action out of pending by a denial, rejection, expiry or
+    cancellation with ``reason``."""
+    action.reason = reason
+    action.decided_at = r["ts"]
+    action.decided_by_id = r.get("by_id")
+
+
+def rejected_reason(r: dict[str, Any]) -> dict[str, Any]:
+    return {"code": ReasonCode.REJECTED, "by": r["by"], "reason": r["reason"]}
+
+
+def expired_reason(r: dict[str, Any]) -> dict[str, Any]:
+    return {"code": ReasonCode.APPROVAL_EXPIRED, "timeout_secs": r["timeout_secs"]}
+
+
+def cancelled_reason(r: dict[str, Any]) -> dict[str, Any]:
+    reason: dict[str, Any] = {"code": ReasonCode.CANCELLED, "by": r["by"]}
+    if "reason" in r:
+        reason["reason"] = r["reason"]
+    return reason
+
+
+_DENIALS = {
+    Kind.ACTION_DENIED: lambda r: r["reason"],
+    Kind.ACTION_REJECTED: rejected_reason,
+    Kind.APPROVAL_EXPIRED: expired_reason,
+}
+
+
+def status_code(state: AgentState, n: int, lines: Lines = NO_LINES) -> int:
+    """Where action ``n`` stands, as a code; ``lines`` holds a ``Recall`` of
+    it when it left memory."""
+    i = n - state.first_action
+    if i >= 0:
+        return state.action_status[i]
+    if f"act-{n}" in state.pending:
+        return _PENDING_CODE
+    return recalled(state, n, lines).status
+
+
+def action_status(state: AgentState, n: int, lines: Lines = NO_LINES) -> ActionStatus:
     """Status of action ``n``: requested, pending_approval, allowed, denied,
     completed or cancelled."""
-    return _STATUS_NAMES[state.action_status[n - 1]]
+    return STATUS_NAMES[status_code(state, n, lines)]
 
 
-def action_outcome(state: AgentState, n: int) -> Outcome | None:
-    return _OUTCOMES[state.action_status[n - 1]]
+def action_outcome(state: AgentState, n: int, lines: Lines = NO_LINES) -> Outcome | None:
+    return OUTCOMES[status_code(state, n, lines)]
 
 
 def approval_deadline(state: AgentState, action: Action) -> float | None:
@@ -452,13 +656,29 @@ def request_line(request: Sealed | dict[str, Any]) -> bytes:
     return request.line[:-1] if isinstance(request, Sealed) else dumps(request)
 
 
-def first_decision_reads(state: AgentState, n: int) -> tuple[int, ...]:
+def first_decision_reads(state: AgentState, n: int) -> tuple[int, ...] | Recall:
     """The seqs ``first_decision`` (and the repeat's body check) reads: none
-    for a held action, whose request is in memory."""
+    for a held action, whose request is in memory; the request and the
+    record after it of one that left memory."""
     if f"act-{n}" in state.held:
         return ()
-    seq = state.action_seqs[n - 1]
+    i = n - state.first_action
+    if i < 0:
+        return recall(state, n, whole=False)
+    seq = state.action_seqs[i]
     return (seq, seq + 1)
+
+
+def request_of(state: AgentState, n: int, lines: Lines) -> dict[str, Any]:
+    """The action_requested record of action ``n`` (``lines`` holds
+    ``first_decision_reads``)."""
+    held = state.held.get(f"act-{n}")
+    if held is not None:
+        return held.request
+    i = n - state.first_action
+    if i < 0:
+        return recalled(state, n, lines).request
+    return parse_line(lines, state.action_seqs[i])
 
 
 def first_decision(state: AgentState, n: int, lines: Lines) -> Decided:
@@ -468,8 +688,15 @@ def first_decision(state: AgentState, n: int, lines: Lines) -> Decided:
     held = state.held.get(action_id)
     if held is not None:
         return Pending(action_id, held.rule)
+    i = n - state.first_action
+    if i < 0:
+        old = recalled(state, n, lines)
+        if old.held is not None:
+            return Pending(action_id, old.held.rule)
+        seq = old.seq
+    else:
+        seq = state.action_seqs[i]
     # Decided at request time: the decision record follows action_requested.
-    seq = state.action_seqs[n - 1]
     record = parse_line(lines, seq + 1)
     if record["kind"] == Kind.ACTION_ALLOWED:
         # Older records name no request, and give no receipt.
@@ -485,12 +712,15 @@ def first_decision(state: AgentState, n: int, lines: Lines) -> Decided:
     return Denied(action_id, record["reason"], record.get("rule"))
 
 
-def action_reads(state: AgentState, n: int) -> tuple[int, ...]:
+def action_reads(state: AgentState, n: int) -> tuple[int, ...] | Recall:
     """The seqs an action's view reads (``GetAction``): a held action's
     allowance (for its receipt), or an action decided at request time and
-    its decision."""
+    its decision; every record of one that left memory."""
     held = state.held.get(f"act-{n}")
+    i = n - state.first_action
+    if i < 0 and (held is None or f"act-{n}" not in state.pending):
+        return recall(state, n)
     if held is not None:
         return () if held.receipt_seq is None else (held.receipt_seq,)
-    seq = state.action_seqs[n - 1]
-    return (seq,) if state.action_status[n - 1] == 0 else (seq, seq + 1)
+    seq = state.action_seqs[i]
+    return (seq,) if state.action_status[i] == 0 else (seq, seq + 1)

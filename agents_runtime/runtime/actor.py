@@ -55,11 +55,15 @@ from agents_runtime.core.records import apply
 from agents_runtime.core.state import (
     AgentState,
     Lines,
+    Recall,
     action_number,
     keep_recent,
+    left_memory,
     next_deadline,
     note_ts,
     parse_ts,
+    recall,
+    recalled,
 )
 from agents_runtime.errors import (
     AgentError,
@@ -86,6 +90,8 @@ log = logging.getLogger("agents_runtime.runtime.actor")
 READ_ONLY = "guardd has no signing key (keys/audit.key): logs are read-only"
 MAILBOX_SIZE = 1024
 MAX_BATCH = 256
+# Lines a recall of an action that left memory reads from the store at once.
+RECALL_PAGE = 4096
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 Clock = Callable[[], float]
@@ -292,9 +298,11 @@ class AgentActor:
             return LogView(self.log, self.committed, self.fenced is not None)
         raise TypeError(f"not a command: {command!r}")
 
-    async def _lines(self, seqs: Sequence[int]) -> Lines:
+    async def _lines(self, seqs: Sequence[int] | Recall) -> Lines:
         """The lines at ``seqs``: those of this batch from memory, the
         committed ones from the store (off the event loop)."""
+        if isinstance(seqs, Recall):
+            return await self._recall(seqs)
         committed = self.committed.head.seq
         lines: dict[int, bytes] = {}
         old = [seq for seq in seqs if seq <= committed]
@@ -304,6 +312,44 @@ class AgentActor:
             if seq > committed:
                 lines[seq] = self._buffer[seq - committed - 1][:-1]
         return lines
+
+    async def _recall(self, recall: Recall, *, committed_only: bool = False) -> Lines:
+        """The lines of the records that name an action that left memory,
+        from its mark on: the committed ones read from the store a page at
+        a time (off the event loop, one page held at once), then this
+        batch's. Only lines naming it are kept."""
+        needle = b'"action_id":"' + recall.action_id.encode() + b'"'
+        found: dict[int, bytes] = {}
+        committed = self.committed
+        after = recall.after
+        read = self.log.read_after
+        while after < committed.head.seq:
+            page = await asyncio.to_thread(read, after, committed, RECALL_PAGE)
+            if not page:
+                break
+            for line in page:
+                after += 1
+                if needle in line:
+                    found[after] = line.rstrip(b"\n")
+                    if not recall.whole and len(found) == 2:
+                        return found  # its request and the record after it
+        if not committed_only:
+            for i, line in enumerate(self._buffer, committed.head.seq + 1):
+                if needle in line:
+                    found[i] = line[:-1]
+        return found
+
+    async def old_request(self, action_id: str) -> dict[str, Any] | None:
+        """The action_requested record of an action that left memory, read
+        from the store (off the event loop); None for any other action. For
+        a reader of the log outside the actor's turn (the webhooks, which
+        may lag behind it): it reads only committed lines of the store."""
+        state = self.state
+        n = action_number(state, action_id)
+        if n is None or not left_memory(state, n) or action_id in state.held:
+            return None
+        lines = await self._recall(recall(state, n, whole=False), committed_only=True)
+        return recalled(state, n, lines).request
 
     @property
     def watching(self) -> bool:

@@ -18,6 +18,7 @@ from agents_runtime.core.idempotency import key_digest
 from agents_runtime.core.policy import Policy, parse_policy
 from agents_runtime.core.state import (
     DEFAULT_IDEMPOTENCY_RETENTION,
+    NO_LINES,
     AgentState,
     action_status,
     first_decision,
@@ -203,7 +204,7 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
         "first_decisions": [
             BY_COMMAND[RequestAction](state, first_decision(state, n, lines), 0.0, lines)
             for n in numbers
-            if n_decided(state, n)
+            if n_decided(state, n, lines)
         ],
         "tool_calls": state.tool_calls,
         "tag_last_used": {tag: at.isoformat() for tag, at in state.tag_last_used.items()},
@@ -215,14 +216,15 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
     return canonical.loads(canonical.dumps(view))
 
 
-def allowed_ids(state: AgentState) -> list[str]:
-    """IDs of the actions that are allowed and have no outcome yet."""
+def allowed_ids(state: AgentState, lines: Mapping[int, bytes] = NO_LINES) -> list[str]:
+    """IDs of the actions that are allowed and have no outcome yet (``lines``:
+    the log's, for the actions that left memory)."""
     numbers = range(1, state.action_count + 1)
-    return [f"act-{n}" for n in numbers if action_status(state, n) == "allowed"]
+    return [f"act-{n}" for n in numbers if action_status(state, n, lines) == "allowed"]
 
 
-def n_decided(state: AgentState, n: int) -> bool:
-    return action_status(state, n) != "requested"
+def n_decided(state: AgentState, n: int, lines: Mapping[int, bytes] = NO_LINES) -> bool:
+    return action_status(state, n, lines) != "requested"
 
 
 def replayed_state(registry: Registry, agent_id: str = AGENT) -> AgentState:

@@ -268,3 +268,25 @@ def test_each_approval_of_a_quorum_is_announced(
     )
     assert recorded["tool"] == "deploy"
     assert got[2].body["data"]["approved_by"] == "bob"
+
+
+def test_events_of_an_action_that_left_memory_still_name_what_was_asked(
+    guardd: Callable[..., GuardServer], receiver: Receiver
+) -> None:
+    # The receiver is down while the held action and the later ones go by, so
+    # after the restart the events are made from records whose action left
+    # memory (--recent-actions 1): what was asked is read back from the log.
+    server = guardd("--recent-actions", "1")
+    with admin(server) as client:
+        client.post("/v1/agents", json={"agent_id": "bot", "policy": POLICY})
+        client.post("/v1/agents/bot/actions", json={"tool": "send_email", "input": {"to": "a"}})
+        client.post("/v1/agents/bot/actions/act-1/approve", json={"approver": "alice"})
+        for _ in range(4):
+            client.post("/v1/agents/bot/actions", json={"tool": "search"})
+    server.stop()
+    receiver.start()
+    guardd("--recent-actions", "1")
+    got = receiver.wait_for(2)
+    required, decided = (g.body["data"] for g in got)
+    assert (required["tool"], required["input"]) == ("send_email", {"to": "a"})
+    assert (decided["tool"], decided["decision"]) == ("send_email", "allowed")

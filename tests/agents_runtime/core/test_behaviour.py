@@ -79,7 +79,7 @@ def test_the_receipt_quotes_the_lines_the_handler_got_back_not_a_read_of_the_log
 def test_an_approval_reads_nothing_its_held_action_keeps_its_request() -> None:
     driver = Driver()
     driver.run(c.RequestAction("send", {"to": "ops"}))
-    assert c.Approve not in b.READS
+    assert b.READS[c.Approve](driver.state, c.Approve("act-1", "alice")) == ()
     held = driver.state.held["act-1"]
     assert dumps(held.request) == driver.lines[held.seq]
     reply = driver.run(c.Approve("act-1", "alice"))

@@ -243,6 +243,9 @@ class AgentMachine(RuleBasedStateMachine):
         except AgentError as exc:
             return exc
 
+    def log_lines(self) -> dict[int, bytes]:
+        return log_lines(self.data_dir.log_path(AGENT))
+
     def action_id(self, pick: int) -> str:
         # 0 is one past the last: an unknown action
         return f"act-{pick % (self.requests + 1) + 1}" if self.requests else "act-1"
@@ -393,14 +396,14 @@ class AgentMachine(RuleBasedStateMachine):
     def request_listed_tool_again(self, tool: str, cost: str | None) -> None:
         self.request(tool, cost, None, {})
 
-    @precondition(lambda self: bool(allowed_ids(live_state(self.registry))))
+    @precondition(lambda self: bool(allowed_ids(live_state(self.registry), self.log_lines())))
     @rule(
         pick=st.integers(0, 40),
         outcome=st.sampled_from(["success", "success", "failure", "harmful"]),
         role=st.sampled_from([c.AGENT, c.ADMIN]),
     )
     def report_outcome_of_allowed(self, pick: int, outcome: str, role: str) -> None:
-        allowed = allowed_ids(live_state(self.registry))
+        allowed = allowed_ids(live_state(self.registry), self.log_lines())
         self.try_ask(c.ReportOutcome(allowed[pick % len(allowed)], outcome, role, None))
 
     @rule(pick=st.integers(0, 40), note=st.one_of(st.none(), st.just("fine")))

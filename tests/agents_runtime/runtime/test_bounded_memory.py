@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.checks import RATE_HISTORY_SECS, TRIM_EVERY
+from agents_runtime.core.state import MARK_EVERY
 from agents_runtime.errors import InvalidState
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import STRIDE
@@ -29,10 +31,16 @@ from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_ke
 STEP = 2 * RATE_HISTORY_SECS / TRIM_EVERY  # TRIM_EVERY actions span two days
 
 
-async def _registry(root: Path, clock: FakeClock) -> Registry:
+async def _registry(root: Path, clock: FakeClock, **settings: Any) -> Registry:
     write_test_keys(root)
     data_dir = DataDir(root)
-    registry = Registry(FileStore(data_dir), data_dir.prepare(), clock=clock, render=BY_COMMAND)
+    registry = Registry(
+        FileStore(data_dir),
+        data_dir.prepare(),
+        clock=clock,
+        render=BY_COMMAND,
+        **settings,
+    )
     assert (await asyncio.to_thread(registry.load)).quarantined == {}
     await registry.start()
     return registry
@@ -117,3 +125,138 @@ async def test_an_old_action_reads_back_right_its_outcome_view_receipt_and_key(
             assert await ref.ask(c.GetAction("act-1")) == after
             assert await ref.ask(_request(1)) == first
             await registry.save_snapshots()
+
+
+def _left_memory(registry: Registry, action_id: str) -> bool:
+    state = registry.actors[AGENT].state
+    return int(action_id[4:]) < state.first_action and action_id not in state.held
+
+
+async def _fill(registry: Registry, count: int) -> None:
+    """``count`` more actions: with recent_actions=2, those before them leave memory."""
+    ref = registry.ref(AGENT)
+    for _ in range(count):
+        await ref.ask(c.RequestAction(tool="read"))
+
+
+async def _refusal(registry: Registry, command: c.Command) -> str:
+    with pytest.raises(InvalidState) as refused:
+        await registry.ref(AGENT).ask(command)
+    return str(refused.value)
+
+
+async def test_an_outcome_for_an_action_that_left_memory_is_taken_once(
+    make_store: OPEN, tmp_path: Path
+) -> None:
+    tools = {"read": {"cost": 1}, "rm": {"cost": 1000}}  # rm: over the budget, denied
+    async with _running(make_store, tmp_path, 10_000) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(100), tools=tools))
+        ref = registry.ref(AGENT)
+        await ref.ask(c.RequestAction(tool="read"))  # act-1: reported after it left memory
+        await ref.ask(c.RequestAction(tool="read"))  # act-2: reported before
+        await ref.ask(c.ReportOutcome("act-2", "failure", "agent"))
+        await ref.ask(c.RequestAction(tool="rm"))  # act-3: denied
+        refused_in_memory = await _refusal(registry, c.ReportOutcome("act-3", "success", "agent"))
+        await _fill(registry, 6)
+        assert all(_left_memory(registry, f"act-{n}") for n in (1, 2, 3))
+        # The first report of act-1 is taken, and its fold keeps nothing of it.
+        await ref.ask(c.ReportOutcome("act-1", "success", "agent"))
+        assert _left_memory(registry, "act-1")
+        assert await _refusal(registry, c.ReportOutcome("act-1", "failure", "agent")) == (
+            "action act-1 already has outcome success"
+        )
+        assert await _refusal(registry, c.ReportOutcome("act-2", "success", "agent")) == (
+            "action act-2 already has outcome failure"
+        )
+        assert (
+            await _refusal(registry, c.ReportOutcome("act-3", "success", "agent"))
+            == refused_in_memory
+            == "action act-3 is denied, not allowed"
+        )
+        view = await ref.ask(c.GetAction("act-1"))
+        assert (view["status"], view["outcome"]) == ("completed", "success")
+    async with _running(make_store, tmp_path, 10_000) as registry:  # folded again
+        assert await _refusal(registry, c.ReportOutcome("act-1", "harmful", "admin")) == (
+            "action act-1 already has outcome success"
+        )
+        assert _left_memory(registry, "act-1")
+        assert await registry.ref(AGENT).ask(c.GetAction("act-1")) == view
+
+
+async def test_held_actions_that_left_memory_read_back_as_they_were(
+    make_store: OPEN, tmp_path: Path
+) -> None:
+    tools = {"read": {"cost": 0}, "send": {"cost": 2, "requires_approval": True}}
+    async with _running(make_store, tmp_path, 10_000) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(100), tools=tools))
+        ref = registry.ref(AGENT)
+        for n in range(1, 5):
+            await ref.ask(c.RequestAction(tool="send", input={"n": n}))
+        await ref.ask(c.Approve("act-1", "alice", "ok"))
+        await ref.ask(c.Reject("act-2", "bob", "no"))
+        await ref.ask(c.Cancel("act-3", "agent", "changed my mind"))
+        views = {n: await ref.ask(c.GetAction(f"act-{n}")) for n in range(1, 5)}
+        assert "receipt" in views[1]
+        late = {
+            n: await _refusal(registry, command)
+            for n, command in (
+                (1, c.Approve("act-1", "carol")),
+                (2, c.Cancel("act-2", "agent")),
+                (3, c.Reject("act-3", "carol", "late")),
+            )
+        }
+        await _fill(registry, 6)
+        assert all(_left_memory(registry, f"act-{n}") for n in (1, 2, 3))
+        assert "act-4" in registry.actors[AGENT].state.pending  # pending: kept however old
+        for n in range(1, 5):
+            assert await ref.ask(c.GetAction(f"act-{n}")) == views[n]
+        assert await _refusal(registry, c.Approve("act-1", "carol")) == late[1]
+        assert await _refusal(registry, c.Cancel("act-2", "agent")) == late[2]
+        assert await _refusal(registry, c.Reject("act-3", "carol", "late")) == late[3]
+        # Decided after it left the window: its view and receipt still read back
+        # once its Action has left memory too.
+        await ref.ask(c.Approve("act-4", "alice"))
+        approved = await ref.ask(c.GetAction("act-4"))
+        assert approved["status"] == "allowed"
+        assert "receipt" in approved
+        await _fill(registry, 6)
+        assert _left_memory(registry, "act-4")
+        assert await ref.ask(c.GetAction("act-4")) == approved
+        views[4] = approved
+    async with _running(make_store, tmp_path, 1) as registry:  # folded again, then snapshotted
+        for n in range(1, 5):
+            assert await registry.ref(AGENT).ask(c.GetAction(f"act-{n}")) == views[n]
+        await registry.save_snapshots()
+    async with _running(make_store, tmp_path, 10_000) as registry:  # from the snapshot
+        for n in range(1, 5):
+            assert await registry.ref(AGENT).ask(c.GetAction(f"act-{n}")) == views[n]
+        assert await _refusal(registry, c.Approve("act-1", "carol")) == late[1]
+
+
+async def test_per_action_data_stays_within_twice_the_recent_actions(tmp_path: Path) -> None:
+    clock = FakeClock()
+    registry = await _registry(tmp_path, clock, recent_actions=100)
+    try:
+        tools = {"read": {"cost": 0}, "send": {"cost": 0, "requires_approval": True}}
+        await registry.create(AGENT, policy(budget=Decimal(10), tools=tools))
+        ref = registry.ref(AGENT)
+        await ref.ask(c.RequestAction(tool="send"))  # act-1: pending throughout
+        count = 3 * MARK_EVERY
+        for n in range(2, count + 1):
+            tool = "send" if n % 10 == 0 else "read"
+            await ref.ask(c.RequestAction(tool=tool))
+            if tool == "send":
+                await ref.ask(c.Reject(f"act-{n}", "bob", "no"))
+        state = registry.actors[AGENT].state
+        recent = state.recent_actions
+        assert state.action_count == count
+        assert recent <= len(state.action_seqs) <= 2 * recent
+        assert len(state.action_status) == len(state.action_seqs)
+        assert len(state.action_marks) == (state.first_action - 2) // MARK_EVERY + 1
+        # Held: the pending one, and those of the latest actions only.
+        assert set(state.held) - {"act-1"} <= {
+            f"act-{n}" for n in range(state.first_action, count + 1)
+        }
+        assert list(state.pending) == ["act-1"]
+    finally:
+        await registry.stop()
