@@ -180,7 +180,8 @@ class Folded:
             return {
                 seq: canonical.dumps(record)
                 for seq, record in self.by_seq.items()
-                if seq > seqs.after and record.get("action_id") == seqs.action_id
+                if (seqs.after < seq <= seqs.upto or seq in seqs.late)
+                and record.get("action_id") == seqs.action_id
             }
         return {seq: canonical.dumps(self.by_seq[seq]) for seq in seqs}
 

@@ -54,6 +54,7 @@ from agents_runtime.core.state import (
     keyed_action,
     known_action,
     left_memory,
+    note_late,
     parse_ts,
     recall,
     request_of,
@@ -237,7 +238,7 @@ def _fold_requested(state: AgentState, r: Record) -> None:
     state.action_status.append(0)
     state.next_action_id = f"act-{n + 1}"
     if len(seqs) > 2 * state.recent_actions:
-        evict(state, state.recent_actions)
+        evict(state, state.recent_actions, seq)
     key = r.get("idempotency_key")
     if key is not None:
         keep_key(state, key, n, parse_ts(r["ts"]))
@@ -323,8 +324,14 @@ def report_reads(state: AgentState, cmd: ReportOutcome) -> tuple[int, ...] | Rec
 def _fold_outcome(state: AgentState, r: Record) -> None:
     i = action_of(state, r) - state.first_action
     if i < 0:
-        # The action left memory: its handler checked it against its
-        # records, and nothing of it is kept to change.
+        # The action left the latest: its handler checked it (against its
+        # records if it left memory); a recall of it reads this one too.
+        held = state.held.get(r["action_id"])
+        if held is not None:
+            if held.late_status != _ALLOWED_CODE:
+                raise ValueError(f"{r['action_id']} is not allowed, or has its outcome already")
+            held.late_status = STATUS_CODES[r["outcome"]]
+        note_late(state, i + state.first_action, r["seq"])
         return
     if state.action_status[i] != _ALLOWED_CODE:
         raise ValueError(f"{r['action_id']} is not allowed, or has its outcome already")

@@ -63,6 +63,7 @@ from agents_runtime.core.state import (
     hold,
     known_action,
     left_memory,
+    note_late,
     parse_ts,
     recall,
     recalled,
@@ -473,13 +474,16 @@ def _decided(state: AgentState, r: Record) -> tuple[int, Action | None, str]:
     raise _not_after_request(r)
 
 
-def _set_status(state: AgentState, n: int, code: int) -> None:
-    """The status of action ``n`` now, unless it left memory while pending
-    (then nothing of it is kept but its Action, dropped at the next
-    eviction: ``state.evict``)."""
+def _set_status(state: AgentState, n: int, code: int, r: Record) -> None:
+    """The status of action ``n`` after its decision ``r``, unless it left
+    memory while pending (then a recall of it reads ``r``, and its Action
+    is dropped at the next eviction: ``state.evict``)."""
     i = n - state.first_action
     if i >= 0:
         state.action_status[i] = code
+    else:
+        state.held[r["action_id"]].late_status = code
+        note_late(state, n, r["seq"])
 
 
 def _fold_allowed(state: AgentState, r: Record) -> None:
@@ -493,7 +497,7 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
         shadow = state.shadow
         if shadow is not None:
             tally(state, shadow, r, _ALLOWED)
-    _set_status(state, n, _ALLOWED_CODE)
+    _set_status(state, n, _ALLOWED_CODE, r)
     if "grant_id" in r:  # drawn on a grant instead of a person's approval
         grant = state.grants[r["grant_id"]]
         grant.calls += 1
@@ -529,6 +533,9 @@ def _fold_recorded(state: AgentState, r: Record) -> None:
     if action is None:
         raise ValueError(f"{r['action_id']} is not pending approval")
     action.approvals.append(given(r))
+    n = action_of(state, r)
+    if n < state.first_action:
+        note_late(state, n, r["seq"])  # pending, but left the latest actions
 
 
 def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
@@ -539,7 +546,7 @@ def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
         shadow = state.shadow
         if shadow is not None:
             tally(state, shadow, r, _DENIED)
-    _set_status(state, n, _DENIED_CODE)
+    _set_status(state, n, _DENIED_CODE, r)
     state.actions_denied += 1
 
 
@@ -565,7 +572,7 @@ def _fold_cancelled(state: AgentState, r: Record) -> None:
         raise ValueError(f"{r['action_id']} is not pending approval")
     deny_held(action, r, cancelled_reason(r))
     # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
-    _set_status(state, action_of(state, r), _CANCELLED_CODE)
+    _set_status(state, action_of(state, r), _CANCELLED_CODE, r)
 
 
 # -- what finishing a command cut short writes after each --------------------------------

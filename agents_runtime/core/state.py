@@ -14,6 +14,7 @@ the same by construction.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
@@ -141,6 +142,9 @@ class Action:
     # Seq of its action_allowed record when that record names its request
     # (log_id and request_hash): the second line of its receipt.
     receipt_seq: int | None = None
+    # Its status code once decided after it left the latest actions, while
+    # it is still held (``AgentState.action_status`` no longer has it).
+    late_status: int = 0
 
     @property
     def action_id(self) -> str:
@@ -244,10 +248,20 @@ class AgentState:
     first_action: int = 1
     action_seqs: array[int] = attrs.field(factory=lambda: array("I"))  # "q" past 2^32
     action_status: bytearray = attrs.field(factory=bytearray)
-    # The seq of the action_requested record of every MARK_EVERY-th action
-    # that left memory (act-1, act-(1 + MARK_EVERY), ...): where the search
-    # for an old action's records starts.
-    action_marks: array[int] = attrs.field(factory=lambda: array("q"))
+    # One entry per eviction (``evict``), which lets the actions before
+    # ``evicted_to[k]`` leave memory: ``evicted_at[k]``, the seq of the
+    # record whose fold ran it, and ``evicted_from[k]``, the seq of the
+    # request of the first action it kept. Every record about an action it
+    # let go, up to the eviction, lies between the previous one's
+    # ``evicted_from`` and its ``evicted_at``: where a recall looks.
+    evicted_to: array[int] = attrs.field(factory=lambda: array("q"))
+    evicted_from: array[int] = attrs.field(factory=lambda: array("q"))
+    evicted_at: array[int] = attrs.field(factory=lambda: array("q"))
+    # Records folded about an action after it left memory (an outcome, the
+    # decision or an approval of one still pending), in log order: entry i
+    # is the seq ``late_seqs[i]`` about action ``late_actions[i]``.
+    late_actions: array[int] = attrs.field(factory=lambda: array("q"))
+    late_seqs: array[int] = attrs.field(factory=lambda: array("q"))
     # The actions that needed approval among the latest ones, and every
     # pending one however old.
     held: dict[str, Action] = attrs.field(factory=dict)
@@ -395,28 +409,23 @@ def known_action(state: AgentState, action_id: str) -> int:
 
 # -- actions that left memory ---------------------------------------------------------
 
-# One mark (8 bytes) every MARK_EVERY actions that left memory: finding an
-# old action's request reads at most this many actions' records past a mark.
-MARK_EVERY = 256
 
-
-def evict(state: AgentState, keep: int) -> None:
-    """Let all but the latest ``keep`` actions leave memory: their seq and
-    status, and the held ones that are no longer pending. Runs in the fold
-    of a request once the latest reach twice ``keep`` (and when the setting
-    changes at a start), so live and at replay at the same records, and
-    costs O(1) per request amortised."""
+def evict(state: AgentState, keep: int, seq: int) -> None:
+    """Let all but the latest ``keep`` actions leave memory, at the record
+    ``seq``: their seq and status, and the held ones no longer pending. Runs
+    in the fold of a request once the latest reach twice ``keep`` (and when
+    the setting changes at a start), so live and at replay at the same
+    records, and costs O(1) per request amortised."""
     seqs = state.action_seqs
     count = len(seqs) - keep
     if count <= 0:
         return
-    first = state.first_action
-    marks = state.action_marks
-    for i in range((1 - first) % MARK_EVERY, count, MARK_EVERY):
-        marks.append(seqs[i])  # the request of an action n with n - 1 a multiple of MARK_EVERY
+    state.evicted_from.append(seqs[count])
+    state.evicted_at.append(seq)
     del seqs[:count]
     del state.action_status[:count]
-    state.first_action = first = first + count
+    state.first_action = first = state.first_action + count
+    state.evicted_to.append(first)
     pending = state.pending
     # Held in request order (each is held right after its request).
     gone = []
@@ -427,6 +436,13 @@ def evict(state: AgentState, keep: int) -> None:
             gone.append(action_id)
     for action_id in gone:
         del state.held[action_id]
+
+
+def note_late(state: AgentState, n: int, seq: int) -> None:
+    """The record ``seq`` is about action ``n``, which left memory: a recall
+    of it reads that record too."""
+    state.late_actions.append(n)
+    state.late_seqs.append(seq)
 
 
 def keep_recent(state: AgentState, recent_actions: int) -> None:
@@ -441,30 +457,52 @@ def keep_recent(state: AgentState, recent_actions: int) -> None:
         newest = next(reversed(keys.values()))[1]
         _compact_keys(state, len(keys) - recent_actions, newest - state.idempotency_retention)
     if len(state.action_seqs) > 2 * recent_actions:
-        evict(state, recent_actions)
+        evict(state, recent_actions, state.head.seq)
 
 
 def left_memory(state: AgentState, n: int) -> bool:
     """Whether action ``n`` left memory (its records are read from the log):
-    older than the latest actions, and not pending."""
-    return n < state.first_action and f"act-{n}" not in state.pending
+    older than the latest actions, and not held (pending, or decided since
+    the eviction that let it go and until the next)."""
+    return n < state.first_action and f"act-{n}" not in state.held
 
 
 @attrs.frozen
 class Recall:
     """What a command about an action that left memory reads (in place of
-    seqs, ``READS``): the committed records after seq ``after`` that name
-    ``action_id``, to the head (``whole``) or only its request and the
-    record after it. The runtime hands them over in ``lines``."""
+    seqs, ``READS``): the records that name ``action_id`` among those after
+    seq ``after`` up to seq ``upto``, and the records at ``late``; only its
+    request and the record after it unless ``whole``. The runtime hands
+    them over in ``lines``."""
 
     action_id: str
     after: int
+    upto: int
+    late: tuple[int, ...] = ()
     whole: bool = True
 
 
 def recall(state: AgentState, n: int, *, whole: bool = True) -> Recall:
-    """The read of action ``n``'s records, from the mark at or before it."""
-    return Recall(f"act-{n}", state.action_marks[(n - 1) // MARK_EVERY] - 1, whole)
+    """The read of action ``n``'s records: those up to the eviction that let
+    it go, from the request of the first action the eviction before kept
+    (at most about twice ``recent_actions`` actions' records), and those
+    folded since."""
+    k = bisect_right(state.evicted_to, n)
+    after = state.evicted_from[k - 1] - 1 if k else -1
+    late: list[int] = []
+    numbers = state.late_actions
+    i = _find(numbers, n, 0)
+    while i >= 0:
+        late.append(state.late_seqs[i])
+        i = _find(numbers, n, i + 1)
+    return Recall(f"act-{n}", after, state.evicted_at[k], tuple(late), whole)
+
+
+def _find(values: array[int], value: int, start: int) -> int:
+    try:
+        return values.index(value, start)  # a scan in C
+    except ValueError:
+        return -1
 
 
 @attrs.define(slots=True)
@@ -591,8 +629,12 @@ def status_code(state: AgentState, n: int, lines: Lines = NO_LINES) -> int:
     i = n - state.first_action
     if i >= 0:
         return state.action_status[i]
-    if f"act-{n}" in state.pending:
+    action_id = f"act-{n}"
+    if action_id in state.pending:
         return _PENDING_CODE
+    held = state.held.get(action_id)
+    if held is not None:
+        return held.late_status
     return recalled(state, n, lines).status
 
 
@@ -718,7 +760,7 @@ def action_reads(state: AgentState, n: int) -> tuple[int, ...] | Recall:
     its decision; every record of one that left memory."""
     held = state.held.get(f"act-{n}")
     i = n - state.first_action
-    if i < 0 and (held is None or f"act-{n}" not in state.pending):
+    if i < 0 and held is None:
         return recall(state, n)
     if held is not None:
         return () if held.receipt_seq is None else (held.receipt_seq,)

@@ -314,29 +314,37 @@ class AgentActor:
         return lines
 
     async def _recall(self, recall: Recall, *, committed_only: bool = False) -> Lines:
-        """The lines of the records that name an action that left memory,
-        from its mark on: the committed ones read from the store a page at
-        a time (off the event loop, one page held at once), then this
-        batch's. Only lines naming it are kept."""
+        """The lines of the records that name an action that left memory:
+        those of its stretch of the log (``Recall``), the committed ones
+        read from the store a page at a time (off the event loop, one page
+        held at once), then those of this batch; then its late records.
+        Only lines naming it are kept."""
         needle = b'"action_id":"' + recall.action_id.encode() + b'"'
         found: dict[int, bytes] = {}
         committed = self.committed
+        upto = recall.upto
         after = recall.after
         read = self.log.read_after
-        while after < committed.head.seq:
+        while after < min(upto, committed.head.seq):
             page = await asyncio.to_thread(read, after, committed, RECALL_PAGE)
             if not page:
                 break
             for line in page:
                 after += 1
+                if after > upto:
+                    break
                 if needle in line:
                     found[after] = line.rstrip(b"\n")
                     if not recall.whole and len(found) == 2:
                         return found  # its request and the record after it
         if not committed_only:
-            for i, line in enumerate(self._buffer, committed.head.seq + 1):
+            for seq, line in enumerate(self._buffer, committed.head.seq + 1):
+                if seq > upto:
+                    break
                 if needle in line:
-                    found[i] = line[:-1]
+                    found[seq] = line[:-1]
+        if recall.late and recall.whole:
+            found.update(await self._lines(recall.late))
         return found
 
     async def old_request(self, action_id: str) -> dict[str, Any] | None:
@@ -346,7 +354,7 @@ class AgentActor:
         may lag behind it): it reads only committed lines of the store."""
         state = self.state
         n = action_number(state, action_id)
-        if n is None or not left_memory(state, n) or action_id in state.held:
+        if n is None or not left_memory(state, n):
             return None
         lines = await self._recall(recall(state, n, whole=False), committed_only=True)
         return recalled(state, n, lines).request

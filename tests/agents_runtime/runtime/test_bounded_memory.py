@@ -17,7 +17,7 @@ import pytest
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.checks import RATE_HISTORY_SECS, TRIM_EVERY
-from agents_runtime.core.state import MARK_EVERY
+from agents_runtime.core.state import recall
 from agents_runtime.errors import InvalidState
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import STRIDE
@@ -241,7 +241,7 @@ async def test_per_action_data_stays_within_twice_the_recent_actions(tmp_path: P
         await registry.create(AGENT, policy(budget=Decimal(10), tools=tools))
         ref = registry.ref(AGENT)
         await ref.ask(c.RequestAction(tool="send"))  # act-1: pending throughout
-        count = 3 * MARK_EVERY
+        count = 1000
         for n in range(2, count + 1):
             tool = "send" if n % 10 == 0 else "read"
             await ref.ask(c.RequestAction(tool=tool))
@@ -252,7 +252,14 @@ async def test_per_action_data_stays_within_twice_the_recent_actions(tmp_path: P
         assert state.action_count == count
         assert recent <= len(state.action_seqs) <= 2 * recent
         assert len(state.action_status) == len(state.action_seqs)
-        assert len(state.action_marks) == (state.first_action - 2) // MARK_EVERY + 1
+        # One entry per eviction, every recent + 1 requests.
+        assert len(state.evicted_to) == (count - 2 * recent - 1) // (recent + 1) + 1
+        assert list(state.late_actions) == []  # nothing was said of an old action since
+        # A recall of an old action reads the stretch of about 2 x recent
+        # actions around it (at most 3 records each here), not the log.
+        for n in range(1, state.first_action, 37):
+            stretch = recall(state, n)
+            assert stretch.upto - stretch.after <= 3 * (2 * recent + 2)
         # Held: the pending one, and those of the latest actions only.
         assert set(state.held) - {"act-1"} <= {
             f"act-{n}" for n in range(state.first_action, count + 1)
