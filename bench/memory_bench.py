@@ -109,6 +109,8 @@ async def _one_agent(root: Path, actions: int) -> dict[str, Any]:
         "floor_kib": floor,
         "end_kib": end,
         "actions": state.action_count,
+        "latest_actions": len(state.action_seqs),
+        "held": len(state.held),
         "recent_keys": len(state.idempotency),
         "keys_in_runs": sum(len(run) for run in state.old_keys),
         "runs": len(state.old_keys),
@@ -132,7 +134,8 @@ def one_agent(actions: int) -> dict[str, Any]:
     print(
         f"memory_bench: one agent, {facts['actions']:,} actions with Idempotency-Keys"
         f" ({facts['recent_keys']:,} recent keys, {facts['keys_in_runs']:,} in"
-        f" {facts['runs']} runs)\n"
+        f" {facts['runs']} runs; {facts['latest_actions']:,} actions' seq and status"
+        f" in memory, {facts['held']:,} held)\n"
         f"\n| actions | RSS after {FLOOR_ACTIONS:,} MiB | RSS after all MiB | ratio | target |\n"
         f"|---|---|---|---|---|\n"
         f"| {actions:,} | {facts['floor_kib'] / 1024:.1f} | {facts['end_kib'] / 1024:.1f}"
