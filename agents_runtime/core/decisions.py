@@ -474,16 +474,12 @@ def _decided(state: AgentState, r: Record) -> tuple[int, Action | None, str]:
     raise _not_after_request(r)
 
 
-def _set_status(state: AgentState, n: int, code: int, r: Record) -> None:
-    """The status of action ``n`` after its decision ``r``, unless it left
-    memory while pending (then a recall of it reads ``r``, and its Action
-    is dropped at the next eviction: ``state.evict``)."""
-    i = n - state.first_action
-    if i >= 0:
-        state.action_status[i] = code
-    else:
-        state.held[r["action_id"]].late_status = code
-        note_late(state, n, r["seq"])
+def _decided_late(state: AgentState, n: int, code: int, r: Record) -> None:
+    """Action ``n``, decided by ``r`` after it left the latest actions while
+    pending: its Action keeps its status until the next eviction drops it
+    (``state.evict``), and a recall of it reads ``r``."""
+    state.held[r["action_id"]].late_status = code
+    note_late(state, n, r["seq"])
 
 
 def _fold_allowed(state: AgentState, r: Record) -> None:
@@ -497,7 +493,11 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
         shadow = state.shadow
         if shadow is not None:
             tally(state, shadow, r, _ALLOWED)
-    _set_status(state, n, _ALLOWED_CODE, r)
+    i = n - state.first_action
+    if i >= 0:
+        state.action_status[i] = _ALLOWED_CODE
+    else:
+        _decided_late(state, n, _ALLOWED_CODE, r)
     if "grant_id" in r:  # drawn on a grant instead of a person's approval
         grant = state.grants[r["grant_id"]]
         grant.calls += 1
@@ -546,7 +546,11 @@ def _deny(state: AgentState, r: Record, reason: dict[str, Any]) -> None:
         shadow = state.shadow
         if shadow is not None:
             tally(state, shadow, r, _DENIED)
-    _set_status(state, n, _DENIED_CODE, r)
+    i = n - state.first_action
+    if i >= 0:
+        state.action_status[i] = _DENIED_CODE
+    else:
+        _decided_late(state, n, _DENIED_CODE, r)
     state.actions_denied += 1
 
 
@@ -572,7 +576,11 @@ def _fold_cancelled(state: AgentState, r: Record) -> None:
         raise ValueError(f"{r['action_id']} is not pending approval")
     deny_held(action, r, cancelled_reason(r))
     # Withdrawn by its asker: neither allowed nor denied, so no counter moves.
-    _set_status(state, action_of(state, r), _CANCELLED_CODE, r)
+    n = action_of(state, r)
+    if n >= state.first_action:
+        state.action_status[n - state.first_action] = _CANCELLED_CODE
+    else:
+        _decided_late(state, n, _CANCELLED_CODE, r)
 
 
 # -- what finishing a command cut short writes after each --------------------------------

@@ -417,7 +417,8 @@ def evict(state: AgentState, keep: int, seq: int) -> None:
     the setting changes at a start), so live and at replay at the same
     records, and costs O(1) per request amortised."""
     seqs = state.action_seqs
-    count = len(seqs) - keep
+    # The newest action stays: its decision's fold follows its request's.
+    count = len(seqs) - max(keep, 1)
     if count <= 0:
         return
     state.evicted_from.append(seqs[count])
