@@ -16,7 +16,7 @@ Failure reasons are short fixed phrases (docs/log-format.md lists them all).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -28,7 +28,7 @@ from agents_runtime.errors import CanonicalError, VerificationError
 # Failure is defined beside the error that carries it; it is named here too,
 # as the verdict of this module's verifier.
 from agents_runtime.errors import Failure as Failure
-from agents_runtime.log import _fast_verify, canonical
+from agents_runtime.log import _fast_verify, _vouched, canonical
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import (
@@ -125,6 +125,10 @@ class ChainVerifier:
         self.first_seq: int | None = None
         self.count = 0
         self.checkpoint_seen = False
+        # Lines were taken by their bytes alone (feed_folded): the verdict
+        # holds only once the checkpoint is reached; a failure is to be
+        # named by verifying the log again without them.
+        self.provisional = False
         # Records up to this seq are vouched for by a signed checkpoint: their
         # hashes and links are checked, their signatures are not.
         self._vouched = checkpoint.seq if checkpoint is not None and checkpoint.signed else -1
@@ -179,6 +183,39 @@ class ChainVerifier:
         self.head = Head(record["seq"], record["hash"])
         self.count += 1
         return record
+
+    def feed_folded(self, lines: Sequence[bytes], stop: int) -> None:
+        """Verify ``lines[self.count:stop]`` of a whole log, this verifier
+        having verified the lines before them (none at first), when their
+        records need not be returned: a state snapshot holds their fold.
+        The lines a signed checkpoint vouches for (seq 2 up to the one
+        before the checkpoint's) are checked from their bytes alone where
+        they have the usual shape (agents_runtime/log/_vouched.py), which
+        sets ``provisional``: such a line is sound only once the log reaches
+        the checkpoint, so on any failure after it the caller verifies the
+        log again without this method to name the first fault. Every other
+        line goes to ``feed``."""
+        feed = self.feed
+        stop = min(stop, len(lines))  # a log may end before the snapshot
+        # Index equals seq in a whole log; the checkpoint's own line is
+        # checked by the reference (its hash against the checkpoint's).
+        vouched = min(stop, self._vouched) if self.expected_log_id is not None else 0
+        index = self.count
+        while index < stop:
+            head = self.head
+            if 2 <= index < vouched and head is not None and self.first_seq == 0:
+                taken, digest = _vouched.vouched_lines(
+                    lines, index, vouched, head.hash.encode("ascii")
+                )
+                if taken > index:
+                    self.head = Head(head.seq + taken - index, digest.decode("ascii"))
+                    self.count += taken - index
+                    self.provisional = True
+                    index = taken
+                    if index == stop:
+                        break
+            feed(lines[index])
+            index += 1
 
     def feed_strict(self, line: bytes) -> dict[str, Any]:
         """Verify the next line by the reference algorithm: every check of

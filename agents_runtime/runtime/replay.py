@@ -57,6 +57,7 @@ def replay(
     snapshot: Snapshot | None = None,
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
     recent_actions: int = DEFAULT_RECENT_ACTIONS,
+    by_bytes: bool = True,
 ) -> Loaded:
     """Verify and fold ``contents``. ``signer`` (the key's holder) makes
     checking signatures cheaper; the log must reach ``checkpoint`` unchanged.
@@ -64,7 +65,11 @@ def replay(
     fold of the records up to it when the log agrees with it.
     ``idempotency_retention``: seconds an Idempotency-Key is kept;
     ``recent_actions``: the latest actions whose keys are kept as they came
-    (memory only: the registry gives the state its own setting)."""
+    (memory only: the registry gives the state its own setting).
+    ``by_bytes``: the records before the snapshot that a signed checkpoint
+    vouches for may be checked from their bytes alone
+    (``ChainVerifier.feed_folded``); when the log then fails, it is verified
+    again without that, so that the failure named is the reference's."""
     start: AgentState | None = None
     problem = None
     if snapshot is not None:
@@ -77,12 +82,32 @@ def replay(
         agent_id, idempotency_retention=idempotency_retention, recent_actions=recent_actions
     )
     feed = verifier.feed
+
+    def again() -> Loaded:  # the log verified without trusting bytes alone
+        return replay(
+            agent_id,
+            contents,
+            public_key,
+            signer=signer,
+            checkpoint=checkpoint,
+            snapshot=snapshot,
+            idempotency_retention=idempotency_retention,
+            recent_actions=recent_actions,
+            by_bytes=False,
+        )
+
     try:
         if start is not None:
             at = start.head.seq
-            for line in lines[: at + 1]:
-                feed(line)  # verified, not folded: the snapshot holds their fold
+            # Verified, not folded: the snapshot holds their fold.
+            if by_bytes:
+                verifier.feed_folded(lines, at + 1)
+            else:
+                for line in lines[: at + 1]:
+                    feed(line)
             if verifier.head != start.head:
+                if verifier.provisional:
+                    return again()
                 # The log ends before the snapshot's seq, or holds another
                 # record there: verified and folded whole instead.
                 shown = "ends before it" if verifier.count <= at else "has another record there"
@@ -105,8 +130,12 @@ def replay(
         if verifier.count:
             verifier.finish()  # the checkpoint reached, a policy record present
     except VerificationError as exc:
+        if verifier.provisional:
+            return again()
         return Loaded(agent_id, None, exc.failure, contents, None, problem)
     except (KeyError, TypeError, ValueError) as exc:
+        if verifier.provisional:
+            return again()
         # A record that verifies but makes no sense for its kind (e.g. an outcome
         # for an action that never existed) can only come from a foreign writer.
         failure = Failure(verifier.count, state.head.seq + 1, f"record does not apply: {exc}")

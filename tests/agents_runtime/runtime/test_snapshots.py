@@ -6,12 +6,14 @@ whatever its snapshot says."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,13 +22,16 @@ import pytest
 from agents_runtime.core import commands as c
 from agents_runtime.core.snapshot import SCHEMA, state_json
 from agents_runtime.core.state import AgentState
+from agents_runtime.errors import Failure
+from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import read_log
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import Signer
-from agents_runtime.log.record import Head
+from agents_runtime.log.record import Head, content_hash
 from agents_runtime.log.snapshot import Snapshot, open_snapshot, seal_snapshot
 from agents_runtime.log.store import LogContents
+from agents_runtime.log.verify import Checkpoint, verify_lines
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import load, replay
 from guardd.app import BY_COMMAND
@@ -324,6 +329,83 @@ async def test_a_tampered_log_is_quarantined_whatever_the_snapshot_says(
     registry = _registry(tmp_path, FakeClock())
     summary = registry.load()
     assert summary.quarantined[AGENT].reason == reason
+
+
+def _moved_hash(line: bytes) -> bytes:
+    """The hash member moved after the kind: the same hash input."""
+    at = line.find(b'"hash":"')
+    member = line[at : at + 74]
+    rest = line[:at] + line[at + 74 :]
+    kind = rest.find(b'"kind":"')
+    after = rest.find(b",", kind) + 1
+    return rest[:after] + member + rest[after:]
+
+
+def _sig_digit(digit: bytes) -> Callable[[bytes], bytes]:
+    def edit(line: bytes) -> bytes:
+        at = line.find(b'"sig":"') + 7
+        return line[:at] + digit + line[at + 1 :]
+
+    return edit
+
+
+def _resealed(line: bytes) -> bytes:
+    record = canonical.loads(line)
+    record["input"] = {"n": 99}
+    body = {k: v for k, v in record.items() if k not in ("hash", "sig")}
+    record["hash"] = content_hash(body)
+    return canonical.dumps(record)
+
+
+def _non_canonical(line: bytes) -> bytes:
+    """A number written 1.0, and the line's hash made again over its bytes:
+    it looks sound by its bytes and its hash, but the next line's prev no
+    longer names it."""
+    line = line.replace(b'"input":{"n":1}', b'"input":{"n":1.0}')
+    at = line.find(b'"hash":"')
+    sig = line.find(b',"sig":"') + 1
+    digest = hashlib.sha256(line[:at] + line[at + 74 : sig] + line[sig + 137 :]).hexdigest()
+    return line[: at + 8] + digest.encode() + line[at + 72 :]
+
+
+@pytest.mark.parametrize(
+    ("edit", "failure"),
+    [
+        # Taken by its bytes, the next one is not: the failure is named by
+        # verifying the log again, at the first faulty line.
+        pytest.param(_non_canonical, (5, 4, "not canonical JSON"), id="non-canonical"),
+        pytest.param(_moved_hash, (5, 4, "not canonical JSON"), id="hash moved"),
+        pytest.param(_sig_digit(b"A"), (5, 4, "record is malformed"), id="sig not hex"),
+        pytest.param(_resealed, (6, 5, "prev does not match previous hash"), id="resealed"),
+        # Not checked: a signed checkpoint vouches for the record.
+        pytest.param(_sig_digit(b"0"), None, id="sig other hex"),
+    ],
+)
+async def test_a_vouched_line_before_the_snapshot_is_judged_as_the_reference_judges_it(
+    tmp_path: Path, edit: Callable[[bytes], bytes], failure: tuple[int, int, str] | None
+) -> None:
+    """Such a line is checked from its bytes at a start (the snapshot and a
+    signed checkpoint at the head), and a fault named as by the reference."""
+    await _run(tmp_path)
+    path = DataDir(tmp_path).log_path(AGENT)
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert b'"action_requested"' in lines[4]
+    lines[4] = edit(lines[4][:-1]) + b"\n"
+    path.write_bytes(b"".join(lines))
+    head = Head(len(lines) - 1, canonical.loads(lines[-1])["hash"])
+    reference = verify_lines(
+        [line[:-1] for line in lines],
+        public_key=TEST_SIGNER.public_key,
+        log_id=AGENT,
+        checkpoint=Checkpoint(head.seq, head.hash, signed=True),
+    )
+    summary = _registry(tmp_path, FakeClock()).load()
+    if failure is None:
+        assert reference.ok
+        assert summary.quarantined == {}
+    else:
+        assert reference.failure == Failure(*failure)
+        assert summary.quarantined == {AGENT: reference.failure}
 
 
 _KILLED_WRITER = textwrap.dedent(
