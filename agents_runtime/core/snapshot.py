@@ -266,6 +266,13 @@ def state_json(state: AgentState) -> dict[str, Any]:
     return _converter.unstructure(state)  # type: ignore[no-any-return]
 
 
+def prepare_reading() -> None:
+    """Build now the code that reads a state, which the converter otherwise
+    builds at its first use (a few ms): a process that forks workers to read
+    snapshots then builds it once, before the fork, not once in each."""
+    _converter.get_structure_hook(AgentState)
+
+
 def state_from_json(value: Any) -> AgentState:
     """The state ``state_json`` wrote. ValueError (naming the path, e.g.
     ``$.held.act-3.cost``) when ``value`` is not one."""
@@ -279,4 +286,4 @@ def state_from_json(value: Any) -> AgentState:
     return state
 
 
-__all__ = ["SCHEMA", "state_from_json", "state_json"]
+__all__ = ["SCHEMA", "prepare_reading", "state_from_json", "state_json"]

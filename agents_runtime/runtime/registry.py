@@ -55,7 +55,7 @@ from agents_runtime.core.commands import GetStatus
 from agents_runtime.core.entries import signed_by
 from agents_runtime.core.policy import Policy, policy_json
 from agents_runtime.core.records import apply
-from agents_runtime.core.snapshot import SCHEMA, state_json
+from agents_runtime.core.snapshot import SCHEMA, prepare_reading, state_json
 from agents_runtime.core.state import (
     DEFAULT_IDEMPOTENCY_RETENTION,
     DEFAULT_RECENT_ACTIONS,
@@ -870,6 +870,8 @@ def _load_logs(
         # fork is cheapest and imports nothing again, but is only safe while this
         # process has one thread (guardd at startup); otherwise spawn.
         context = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+        if context.get_start_method() == "fork":
+            prepare_reading()  # inherited by every worker, not built in each
         pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context)
         try:
             results = pool.map(
