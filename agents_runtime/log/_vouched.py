@@ -31,7 +31,7 @@ made over a log the reference accepts (guardd writes checkpoints only at
 heads it wrote or verified). Until the checkpoint is reached a line taken
 here is taken provisionally: when anything later fails, the caller verifies
 the whole log again by the reference, which names the first fault. A line
-of any other shape (a backslash anywhere, a bracket before ``hash``, a
+of any other shape (a backslash anywhere, an object before ``hash``, a
 nested value next to ``sig``, a second ``"prev":"``, ...) is not taken: the
 caller feeds it to the reference path, which has the last word on it.
 
