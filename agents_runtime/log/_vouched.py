@@ -112,33 +112,42 @@ def vouched_lines(lines: Sequence[bytes], start: int, stop: int, prev: bytes) ->
                 # "sig": 128 lowercase hex, as the reference requires
                 or line[sig_end - 2 : sig_end] != b'",'
                 or line[comma + 8 : sig_end - 2].translate(None, _HEX)
-                # after it: members up to the object's closing brace, the
-                # last byte, and no other brace (so no object is closed
-                # before: it is at the top level; nor an array, since a key
-                # follows), not in a string
-                or tail[-1] != _BRACE
-                or tail.count(b"}") != 1
-                or tail.count(b'"') & 1
-                or tail[0] != _QUOTE
             ):
                 break
-            key_end = tail.find(b'"', 1)
-            if tail[key_end + 1] != _COLON or tail[1:key_end] <= b"sig":
-                break
-            # The member before "sig": a string, number or literal (whose
-            # key is then at the top level too) with a key that sorts before.
-            if middle[-2] == _QUOTE:
-                closing = middle.rfind(b'"', 0, -2) - 2
-                if middle[closing + 1] != _COLON or middle[closing] != _QUOTE:
-                    break
-            else:
-                closing = middle.rfind(b'"')
-                if middle[closing + 1] != _COLON or middle[closing + 2 : -1].translate(
-                    None, _SCALAR
+            # After "sig": members up to the object's closing brace, the last
+            # byte, and no other brace (so no object is closed before: it is
+            # at the top level; nor an array, since a key follows), not in a
+            # string; the first key sorts after "sig". Most often that is
+            # '"ts":"<no quote>"}' alone: four quotes, read at once.
+            if tail.count(b'"') != 4 or not tail.startswith(b'"ts":"') or tail[-2:] != b'"}':
+                key_end = tail.find(b'"', 1)
+                if (
+                    tail[-1] != _BRACE
+                    or tail.count(b"}") != 1
+                    or tail.count(b'"') & 1
+                    or tail[0] != _QUOTE
+                    or tail[key_end + 1] != _COLON
+                    or tail[1:key_end] <= b"sig"
                 ):
                     break
-            if middle[middle.rfind(b'"', 0, closing) + 1 : closing] >= b"sig":
-                break
+            # The member before "sig": a string, number or literal (whose
+            # key is then at the top level too) with a key that sorts before.
+            # Most often '"seq":<digits>,': then its last quote is the last
+            # one, closing the key "seq".
+            seq_at = middle.rfind(b'"seq":')
+            if not middle[seq_at + 6 : -1].isdigit():
+                if middle[-2] == _QUOTE:
+                    closing = middle.rfind(b'"', 0, -2) - 2
+                    if middle[closing + 1] != _COLON or middle[closing] != _QUOTE:
+                        break
+                else:
+                    closing = middle.rfind(b'"')
+                    if middle[closing + 1] != _COLON or middle[closing + 2 : -1].translate(
+                        None, _SCALAR
+                    ):
+                        break
+                if middle[middle.rfind(b'"', 0, closing) + 1 : closing] >= b"sig":
+                    break
             # "prev": the top-level one is between "hash" and "sig"; the only
             # '"prev":"' there, so it is that one.
             link = middle.find(_PREV)

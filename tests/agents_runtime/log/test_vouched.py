@@ -188,6 +188,9 @@ GUARDD_LIKE: list[dict[str, Any]] = [
     {"kind": "outcome", "action_id": "act-2", "detail": {"a": 1, "z": 2}, "outcome": "success"},
     {"kind": "action_requested", "action_id": "act-3", "input": {"a": "b", "z": 1}, "tool": "t"},
     {"kind": "scar", "by": "operator", "reason": {"a": "b", "z": 1}, "severity": "minor"},
+    # Objects after "ts" holding a "ts" of their own.
+    {"kind": "outcome", "action_id": "act-4", "zz": {"a": 1, "ts": "x"}},
+    {"kind": "outcome", "action_id": "act-5", "u": {"a": 1, "ts": "x"}, "zz": "y"},
 ]
 
 
