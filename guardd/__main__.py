@@ -1,4 +1,5 @@
-"""``guardd``: prepare the data directory, verify every log, serve."""
+"""``guardd``: prepare the data directory, verify every log (all before serving,
+or each before its first use: ``--load-agents``), serve."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from agents_runtime.log.files.lock import DataDirLock
 from agents_runtime.log.keys import KeyRing
 from agents_runtime.log.store import LogStore
 from agents_runtime.log.stores import open_store
-from agents_runtime.runtime.registry import LoadSummary, Registry, quarantine_message
+from agents_runtime.runtime.registry import Loading, LoadSummary, Registry, quarantine_message
 from guardd.app import BY_COMMAND, Guard, create_app
 from guardd.auth import Authenticator
 from guardd.config import Settings, SettingsError, check_admin_token, parse_settings
@@ -107,6 +108,7 @@ def build(settings: Settings, store: LogStore | None = None) -> tuple[Guard, Loa
         idempotency_retention=settings.idempotency_retention,
         recent_actions=settings.recent_actions,
         render=BY_COMMAND,
+        loading=Loading(settings.load_agents),
     )
     summary = registry.load()
     # Verified before anything is served: a failing operators log stops guardd.
@@ -170,7 +172,7 @@ def print_startup(
         f"public key: {guard.ring.public_key_hex}",
         f"admin token: from {source}",
         f"agents: {summary.loaded} loaded, {len(summary.quarantined)} quarantined"
-        + (f", {summary.unloaded} loaded on first use" if summary.unloaded else ""),
+        + _unloaded(summary, guard.registry),
         *WebhookConfig.from_settings(settings).banner(),
         *_traces_banner(settings),
     ]
@@ -186,6 +188,15 @@ def print_startup(
     if guard.ring.read_only:
         lines.append("read-only: keys/audit.key is missing; requests that would write get 503")
     print("\n".join(lines), file=out, flush=True)
+
+
+def _unloaded(summary: LoadSummary, registry: Registry) -> str:
+    """The banner's words for the agents listed but not loaded at the start."""
+    if not summary.unloaded:
+        return ""
+    if registry.sweeps:
+        return f", {summary.unloaded} loading in the background (each at once if used first)"
+    return f", {summary.unloaded} loaded on first use"
 
 
 def _traces_banner(settings: Settings) -> list[str]:

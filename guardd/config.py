@@ -31,6 +31,10 @@ DEFAULT_IDEMPOTENCY_RETENTION = 86_400
 # The latest actions of an agent whose Idempotency-Keys stay as they came.
 DEFAULT_RECENT_ACTIONS = 1_000
 LOG_FORMATS = ("text", "json")
+# When each agent's log is verified and folded (--load-agents): all before
+# serving, or each before its first answer with the rest in the background
+# (agents_runtime.runtime.registry.Loading).
+LOAD_AGENTS = ("at-start", "on-first-use")
 # An admin token approves, rejects and terminates; one this short could be
 # guessed. guardd's own (keys/admin.token) is 43 characters.
 MIN_ADMIN_TOKEN = 32
@@ -68,6 +72,9 @@ class Settings:
     idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION
     # --recent-actions, GUARD_RECENT_ACTIONS
     recent_actions: int = DEFAULT_RECENT_ACTIONS
+    # --load-agents, GUARD_LOAD_AGENTS: one of LOAD_AGENTS (a PostgreSQL
+    # store always loads on first use)
+    load_agents: str = "at-start"
     # --oidc-issuer and its companions: people sign in with the issuer's tokens
     oidc: OidcConfig | None = None
     # --webauthn-rp-id, --webauthn-origin: whom passkeys are made for (guardd.passkeys);
@@ -212,6 +219,15 @@ def build_parser(env: Mapping[str, str] = os.environ) -> argparse.ArgumentParser
         "how many of each agent's latest actions keep their Idempotency-Keys as they"
         " came; older keys inside the retention are kept compactly",
         metavar="N",
+    )
+    parser.add_argument(
+        "--load-agents",
+        default=env.get("GUARD_LOAD_AGENTS"),
+        metavar="WHEN",
+        help="at-start: verify and load every agent's log before serving; on-first-use: "
+        "serve at once, verify and load each agent before its first answer, and the others "
+        "one after another in the background (default: at-start, and on-first-use with "
+        "--store, which allows no other; environment: GUARD_LOAD_AGENTS)",
     )
     parser.add_argument(
         "--no-metrics",
@@ -430,6 +446,14 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
     snapshot_secs = positive_number(args.snapshot_secs, "--snapshot-secs")
     retention = positive_number(args.idempotency_retention, "--idempotency-retention")
     recent_actions = int(positive_number(args.recent_actions, "--recent-actions", whole=True))
+    load_agents = args.load_agents or ("at-start" if store is None else "on-first-use")
+    if load_agents not in LOAD_AGENTS:
+        raise SettingsError(f"--load-agents must be at-start or on-first-use, not {load_agents!r}")
+    if store is not None and load_agents != "on-first-use":
+        raise SettingsError(
+            "--load-agents at-start: a node of a PostgreSQL store (--store) loads each agent "
+            "on its first use, since other nodes create agents while it serves"
+        )
     metrics_env = env.get("GUARD_METRICS")
     if metrics_env is not None and metrics_env.strip().lower() not in ("on", "off"):
         raise SettingsError(f"GUARD_METRICS must be on or off, not {metrics_env!r}")
@@ -491,6 +515,7 @@ def parse_settings(argv: list[str] | None, env: Mapping[str, str] = os.environ) 
         snapshot_secs=snapshot_secs,
         idempotency_retention=retention,
         recent_actions=recent_actions,
+        load_agents=load_agents,
         oidc=oidc,
         webauthn_rp_id=args.webauthn_rp_id,
         webauthn_origin=args.webauthn_origin,

@@ -16,9 +16,13 @@ A new version is made durable in two steps, each durable before the next:
 The ``PUT`` is answered once every follower's record is durable. A crash
 between the steps, or halfway through the second, leaves followers whose
 newest policy record names an older version than the store's: at the next
-start (``catch_up``, before guardd serves) each of them gets its record; on
-a shared store, which loads each agent on its first use, when it is loaded
-(before it answers anything).
+start (``catch_up``, before guardd serves) each of them gets its record; an
+agent loaded on its first use (always on a shared store) gets it when it is
+loaded, before it answers anything.
+
+Which agents follow a policy is known only from their logs: before it
+lists or updates a policy's followers, or removes a policy, the fleet has
+every agent not loaded yet loaded (``Registry.discover_all``).
 ``SetPolicy`` writes nothing for an agent that already holds that version
 or a newer one, so running a fan-out twice is harmless.
 
@@ -113,11 +117,11 @@ class Fleet:
         )
 
     async def show(self, name: str) -> dict[str, Any]:
-        await self._refresh()
+        await self._refresh(followers=True)
         return self._view(self._newest(name))
 
     async def list(self) -> list[dict[str, Any]]:
-        await self._refresh()
+        await self._refresh(followers=True)
         return [self._view(self.versions[name]) for name in sorted(self.versions)]
 
     def _view(self, version: Version) -> dict[str, Any]:
@@ -134,10 +138,16 @@ class Fleet:
             raise NotFound(f"no named policy {name}")
         return version
 
-    async def _refresh(self) -> None:
-        """On a store other nodes write too: their versions, their agents."""
-        if not self.registry.store.others_create_agents:
-            return
+    async def _refresh(self, *, followers: bool = False) -> None:
+        """On a store other nodes write too: their versions; with
+        ``followers``, every agent not loaded yet loaded (on any store), so
+        that ``followers`` names them all."""
+        if self.registry.store.others_create_agents:
+            await self._reread()
+        if followers:
+            await self.registry.discover_all()
+
+    async def _reread(self) -> None:
         try:
             lines = await asyncio.to_thread(self.store.load)
         except LogReadError as exc:
@@ -150,7 +160,6 @@ class Fleet:
             if verified:
                 found[name] = verified[-1]
         self.versions = found
-        await self.registry.discover_all()
 
     # -- writes ----------------------------------------------------------------
 
@@ -170,7 +179,7 @@ class Fleet:
         if signer is None:
             raise ReadOnly("guardd has no signing key (keys/audit.key): cannot store policies")
         async with self._lock(name):
-            await self._refresh()
+            await self._refresh(followers=True)
             version = seal_version(
                 name,
                 policy_json(policy),
@@ -219,7 +228,7 @@ class Fleet:
 
     async def delete(self, name: str) -> None:
         async with self._lock(name):
-            await self._refresh()
+            await self._refresh(followers=True)
             self._newest(name)
             followers = self.followers(name)
             if followers:

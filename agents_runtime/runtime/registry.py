@@ -1,11 +1,17 @@
-"""The registry: loads every agent at startup, starts and finds actors,
-creates agents, and stops them all cleanly.
+"""The registry: loads every agent, starts and finds actors, creates
+agents, and stops them all cleanly.
 
-On a store other nodes write too (PostgreSQL), startup only lists the
-agents: each is loaded, as below, on its first use (``discover``; the
-requests that arrive meanwhile wait for the one load), and until then is
-listed as not loaded (``unloaded``). The file store's start loads them all:
-with one writer, a start is where every log is verified before serving.
+When agents are loaded (``Loading``): by default (``AT_START``) the start
+loads every agent before anything is served. With ``ON_FIRST_USE``, and
+always on a store other nodes create agents in (PostgreSQL), the start only
+lists the agents: each is loaded, as below, on its first use
+(``discover``; the requests that arrive meanwhile wait for the one load),
+and until then is listed as not loaded (``unloaded``). Either way no agent
+answers anything before its log has been verified. Where this process is
+the only writer (the file store), a background sweep then loads every
+agent nobody has asked for yet, one after another, so that a tampered log
+is quarantined without anyone asking for it; a store shared by nodes has
+none (each node would verify the whole store).
 
 Loading verifies each log, against its checkpoint when it has one, and
 folds it into state; a signed checkpoint that verifies spares the Ed25519
@@ -37,11 +43,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import multiprocessing
 import os
 import pickle
 import threading
+import time
 from collections.abc import Awaitable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -119,6 +127,13 @@ SNAPSHOT_SECS = 300.0
 SNAPSHOTS_PER_ROUND = 32
 
 
+class Loading(enum.StrEnum):
+    """When the registry loads (verifies and folds) each agent's log."""
+
+    AT_START = "at-start"  # all of them before serving
+    ON_FIRST_USE = "on-first-use"  # each before its first answer; a sweep loads the rest
+
+
 @attrs.frozen
 class Listed:
     """An agent as ``Registry.list`` finds it: active, with its status as
@@ -139,7 +154,7 @@ class LoadSummary:
     torn: list[str]  # agents whose torn tail was moved aside
     removed: int  # unfinished creations cleaned up
     odd: list[str] = attrs.field(factory=list)  # one line per odd entry of agents/, skipped
-    unloaded: int = 0  # a shared store's agents, each loaded on its first use
+    unloaded: int = 0  # agents listed, each loaded on its first use (or by the sweep)
 
 
 class Registry:
@@ -155,8 +170,17 @@ class Registry:
         idempotency_retention: float = DEFAULT_IDEMPOTENCY_RETENTION,
         recent_actions: int = DEFAULT_RECENT_ACTIONS,
         render: Renders = UNRENDERED,
+        loading: Loading = Loading.AT_START,
     ) -> None:
         self.store = store
+        # Agents listed at the start and each loaded on its first use: as
+        # asked, and always where other processes create agents (a node
+        # cannot load what another creates after its start).
+        self.on_first_use = loading is Loading.ON_FIRST_USE or store.others_create_agents
+        # Then a background sweep loads every agent nobody asked for, where
+        # this process is the only writer: on a shared store every node
+        # would read and verify the whole store.
+        self.sweeps = self.on_first_use and not store.others_create_agents
         # Seconds an Idempotency-Key is kept (agents_runtime/core/state.py).
         self.idempotency_retention = idempotency_retention
         # How many latest actions of an agent keep their keys as they came
@@ -177,12 +201,13 @@ class Registry:
         # was quarantined: the metrics read this, never the store.
         self.quarantined_bytes: dict[str, int] = {}
         self._creating: set[str] = set()
-        # A shared store's agents this node has not loaded yet (each loaded,
-        # its checkpoint file read, on first use).
+        # Agents listed but not loaded yet (each loaded, its checkpoint file
+        # read, on first use or by the sweep).
         self.unloaded: set[str] = set()
         self._discovering: dict[str, asyncio.Task[AgentActor]] = {}
         self._found_serving: set[str] = set()  # quarantined after startup
         self._found_loading: set[str] = set()  # quarantined when first used
+        self._found_swept: set[str] = set()  # quarantined by the background sweep
         self._tasks = Tasks()
         self._running = False
         # Checkpoints: the seq each file holds (as read or last written: a
@@ -200,6 +225,7 @@ class Registry:
         self._forged: set[str] = set()
         self._checkpointer: asyncio.Task[None] | None = None
         self._follower: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         # One writer of checkpoint files at a time, never one going backwards:
         # a round still on its thread when stop() gives up waiting for it
         # must not overwrite the final round's newer heads.
@@ -224,15 +250,16 @@ class Registry:
         process adopts each result in agent order, so torn tails are moved and
         quarantines decided exactly as when it does it all by itself.
 
-        On a store other nodes write too (``others_create_agents``), no log
-        is read: the agents are listed (one query) and each is loaded on its
-        first use (``discover``), verified and folded as here."""
+        When agents load on first use (``Loading.ON_FIRST_USE``, and always
+        on a store other nodes write too), no log is read: the agents are
+        listed (one directory listing, or one query) and each is loaded on
+        its first use (``discover``), verified and folded as here."""
         removed = self.store.remove_unfinished()
         torn: list[str] = []
         scan = self.store.scan()
         for line in scan.odd:
             log.warning("%s", line)
-        lazy = self.store.others_create_agents
+        lazy = self.on_first_use
         checkpoints = self._read_checkpoints(scan.agent_ids, each=not lazy)
         ids = [agent_id for agent_id in scan.agent_ids if agent_id not in self.quarantined]
         if lazy:
@@ -261,7 +288,7 @@ class Registry:
 
     def _read_checkpoints(self, ids: list[str], *, each: bool = True) -> dict[str, Checkpoint]:
         """Each agent's checkpoint (``_checkpoint``; not read when ``each``
-        is false: a shared store's agent has its own read at its first use);
+        is false: an agent loaded on first use has its own read then);
         and a checkpoint whose log is gone quarantines its agent, the whole
         log being the furthest a log can be cut."""
         if not self.ring.read_only:
@@ -292,8 +319,8 @@ class Registry:
     ) -> tuple[CheckpointFile | CheckpointFileError | None, str | None]:
         """The agent's checkpoint file as read (None: it has none; the error
         when it cannot be read), and when it is a signed note, why it cannot
-        be trusted (None: it can). Touches nothing of the registry: a shared
-        store's first use runs it on a thread."""
+        be trusted (None: it can). Touches nothing of the registry: a first
+        use runs it on a thread."""
         try:
             stored = self.checkpoints.read(agent_id)
         except CheckpointFileError as exc:
@@ -437,6 +464,8 @@ class Registry:
             self._checkpointer = self._tasks.start(self._checkpoint_rounds(), name="checkpoints")
         # A fan-out of a named policy that a crash cut short ends before serving.
         await self.fleet.catch_up()
+        if self.sweeps and self.unloaded and self._sweeper is None:
+            self._sweeper = self._tasks.start(self._sweep(), name="sweep")
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -567,20 +596,24 @@ class Registry:
                 if agent_id in self._found_serving
                 else "when it was first used"
                 if agent_id in self._found_loading
+                else "when it was loaded in the background"
+                if agent_id in self._found_swept
                 else "at startup"
             )
             raise Quarantined(
                 f"agent {agent_id} is quarantined: its log failed verification {when} "
                 f"({quarantine_message(failure)})"
             )
-        if self.store.others_create_agents:
-            return LateRef(self, agent_id)  # perhaps created by another node
+        if agent_id in self.unloaded or self.store.others_create_agents:
+            return LateRef(self, agent_id)  # not loaded, or perhaps created by another node
         raise NotFound(f"no agent {agent_id}")
 
-    async def discover(self, agent_id: str) -> AgentActor:
-        """The actor of an agent another node created after this one started:
-        its log read from the store, verified and folded as at startup.
-        NotFound when the store has no such agent."""
+    async def discover(self, agent_id: str, *, swept: bool = False) -> AgentActor:
+        """The actor of an agent not loaded yet (listed at the start, or
+        created by another node since): its log read from the store,
+        verified and folded as at startup. NotFound when the store has no
+        such agent. ``swept``: asked by the background sweep, not a request
+        (said in its log line and in a quarantine's message)."""
         actor = self.actors.get(agent_id)
         if actor is not None:
             return actor
@@ -589,22 +622,24 @@ class Registry:
         if loading is None:
             # Its error (NotFound, Quarantined, ...) is the askers' answer.
             loading = self._tasks.start(
-                self._discover(agent_id), name=f"discover:{agent_id}", report=False
+                self._discover(agent_id, swept), name=f"discover:{agent_id}", report=False
             )
             self._discovering[agent_id] = loading
             loading.add_done_callback(lambda _: self._discovering.pop(agent_id, None))
         return await asyncio.shield(loading)
 
-    async def _discover(self, agent_id: str) -> AgentActor:
+    async def _discover(self, agent_id: str, swept: bool = False) -> AgentActor:
         try:
             contents = await asyncio.to_thread(self.store.read, agent_id)
-        except LogReadError as exc:
+        except (LogReadError, OSError) as exc:  # a file store's read raises OSError
             log.error("reading agent %s from the store failed: %s", agent_id, exc)
             raise StoreUnavailable(UNREACHABLE) from None
         actor = self.actors.get(agent_id)
         if actor is not None:  # created here meanwhile
             return actor
-        if not contents.lines:
+        if not contents.lines and agent_id not in self.unloaded:
+            # Merely asked for by its ID: no such agent. One listed at the
+            # start goes on, and its empty log is quarantined as at a start.
             raise NotFound(f"no agent {agent_id}")
         ring = self.ring
         read = await asyncio.to_thread(self._checkpoint_file, agent_id)
@@ -614,7 +649,7 @@ class Registry:
         checkpoint = self._checkpoint(agent_id, read)
         if agent_id in self.quarantined:  # its checkpoint cannot be read
             self.unloaded.discard(agent_id)
-            self._found_loading.add(agent_id)
+            (self._found_swept if swept else self._found_loading).add(agent_id)
             self.ref(agent_id)  # raises Quarantined
         snapshot, problem = await asyncio.to_thread(
             read_snapshot, self.store, agent_id, ring.public_key
@@ -638,13 +673,17 @@ class Registry:
         self.unloaded.discard(agent_id)
         if not self._adopt(loaded):
             self.quarantined_bytes[agent_id] = contents.valid_length
-            self._found_loading.add(agent_id)
+            (self._found_swept if swept else self._found_loading).add(agent_id)
             self.ref(agent_id)  # raises Quarantined
         actor = self.actors[agent_id]
         since = loaded.snapshot_seq
-        log.info(
-            "agent %s: loaded on first use (head seq %d, folded from %s)",
+        # One line per agent a request loads; those of the sweep (every
+        # agent of a big data dir) only when debugging.
+        log.log(
+            logging.DEBUG if swept else logging.INFO,
+            "agent %s: loaded %s (head seq %d, folded from %s)",
             agent_id,
+            "in the background" if swept else "on first use",
             actor.committed_head.seq,
             "genesis" if since is None else f"its snapshot at seq {since}",
         )
@@ -689,14 +728,52 @@ class Registry:
         return entries
 
     async def discover_all(self) -> None:
-        """On a store other nodes write too: load every agent of the store
-        this node has not loaded (what follows a named policy is known only
-        from each agent's log)."""
+        """Load every agent of the store not loaded yet (what follows a named
+        policy is known only from each agent's log); on a store other nodes
+        write too, those they created since included."""
         if self.store.others_create_agents:
             await self._rescan()
-            for agent_id in sorted(self.unloaded):
-                with contextlib.suppress(NotFound, Quarantined):
-                    await self.discover(agent_id)
+        for agent_id in sorted(self.unloaded):
+            with contextlib.suppress(NotFound, Quarantined):
+                await self.discover(agent_id)
+
+    async def swept(self) -> None:
+        """Wait until the background sweep has ended (at once when none
+        runs): every agent is then loaded, quarantined, or could not be read."""
+        if self._sweeper is not None:
+            await asyncio.shield(self._sweeper)
+
+    async def _sweep(self) -> None:
+        """Load every agent still not loaded, one after another, from the
+        start until none is left (or the stop cancels it): the verifying and
+        folding on threads, the loop free for requests between and during
+        each. An agent a request loads meanwhile is skipped; one that cannot
+        be read is left for its first use."""
+        started = time.perf_counter()
+        loaded = quarantined = unreadable = 0
+        for agent_id in sorted(self.unloaded):
+            await asyncio.sleep(0)  # requests waiting go first
+            if agent_id not in self.unloaded:
+                continue  # a request loaded it meanwhile
+            try:
+                await self.discover(agent_id, swept=True)
+            except Quarantined:
+                quarantined += 1
+            except StoreUnavailable:
+                unreadable += 1
+            except NotFound:
+                continue  # removed meanwhile
+            else:
+                loaded += 1
+        log.info(
+            "background loading done in %.2f s: %d agents loaded, %d quarantined%s",
+            time.perf_counter() - started,
+            loaded,
+            quarantined,
+            f", {unreadable} could not be read (each is tried again at its first use)"
+            if unreadable
+            else "",
+        )
 
     async def _rescan(self) -> None:
         """List the agents other nodes created since this one started, as
@@ -781,8 +858,11 @@ class Registry:
         exits within the 10 s an orchestrator gives after SIGTERM."""
         self._running = False
         # Nobody waits on these any more (Hypercorn has answered every
-        # request): notices of other writers, agents being loaded.
+        # request): notices of other writers, agents being loaded, the sweep.
         loading: list[asyncio.Task[Any]] = list(self._discovering.values())
+        if self._sweeper is not None:
+            loading.append(self._sweeper)
+            self._sweeper = None
         if self._follower is not None:
             loading.append(self._follower)
             self._follower = None
@@ -807,9 +887,9 @@ class Registry:
 
 
 class LateRef(AgentRef):
-    """The handle of an agent this node has not loaded: on a shared store,
-    another node may have created it since this one started. Its first
-    command loads it (``Registry.discover``)."""
+    """The handle of an agent this node has not loaded: listed at the start,
+    or, on a shared store, perhaps created by another node since this one
+    started. Its first command loads it (``Registry.discover``)."""
 
     __slots__ = ("_registry",)
 
@@ -930,4 +1010,4 @@ def timestamp_now(clock: Clock) -> str:
     return timestamp_micros(round(clock() * 1_000_000))  # as the actor makes its ts
 
 
-__all__ = ["Head", "LoadSummary", "Registry", "quarantine_message"]
+__all__ = ["Head", "LoadSummary", "Loading", "Registry", "quarantine_message"]
