@@ -168,8 +168,9 @@ class AgentsCollector(Collector):
         by_state.add_metric(("active",), active)
         by_state.add_metric(("terminated",), terminated)
         by_state.add_metric(("quarantined",), len(agents.quarantined))
-        # A shared store's agents this node has not loaded: their logs are
-        # neither read nor counted in the log bytes until their first use.
+        # Agents listed but not loaded yet (loaded on first use, or by the
+        # sweep): their logs are neither read nor counted in the log bytes
+        # until then.
         by_state.add_metric(("unloaded",), len(agents.unloaded))
         pending_family.add_metric((), pending)
         bytes_family.add_metric((), log_bytes)

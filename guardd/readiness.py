@@ -1,8 +1,9 @@
 """Readiness: can this node decide right now?
 
 ``/healthz`` is liveness (the process serves HTTP). ``/readyz`` says whether
-a decision asked now could be made and written: every agent is loaded (guardd
-serves only after loading, so that holds whenever it answers), it holds the
+a decision asked now could be made and written: every agent is loaded, or
+is loaded before its first answer (--load-agents on-first-use, and a
+PostgreSQL store), so that holds whenever guardd answers; it holds the
 signing key, the data dir takes a write, and the store answers (a
 PostgreSQL store shared by several nodes can be unreachable while the node
 runs). A load balancer sends traffic
