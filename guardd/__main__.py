@@ -279,6 +279,18 @@ async def collect_old_garbage(every: float = GC_FULL_EVERY) -> None:
         )
 
 
+async def freeze_once_swept(registry: Registry) -> None:
+    """Once the background sweep has loaded every agent (--load-agents
+    on-first-use), freeze what it built out of the collector's sight, as
+    tune_gc does for a start that loads them all before serving: otherwise
+    every full collection (collect_old_garbage) would walk every agent's
+    state. One full collection on the loop, once; an agent first used
+    before the sweep came to it is frozen with the rest."""
+    await registry.swept()
+    gc.collect()
+    gc.freeze()
+
+
 def listen(host: str, port: int) -> socket.socket:
     """Bind and listen on ``host:port`` now, before any agent is loaded.
 
@@ -376,11 +388,16 @@ async def _serve(
         # fails stops the rest; once they have stopped, so does the collector.
         async with asyncio.TaskGroup() as group:
             collector = group.create_task(collect_old_garbage(), name="gc")
+            freezer = None
+            if guard.registry.sweeps:
+                freezer = group.create_task(freeze_once_swept(guard.registry), name="freeze")
             listeners = [group.create_task(serve(app, config, shutdown_trigger=shutdown_trigger))]
             if metrics is not None:
                 listeners.append(group.create_task(serve(*metrics, shutdown_trigger=stop.wait)))
             await asyncio.wait(listeners)
             collector.cancel()
+            if freezer is not None:
+                freezer.cancel()
     finally:
         if hooks is not None:
             await hooks.stop()

@@ -6,6 +6,7 @@ the others in the background; a tampered log is never served
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import re
 import signal
 import time
@@ -17,7 +18,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from agents_runtime.log.files.datadir import DataDir
+from agents_runtime.log.files.store import FileStore
+from agents_runtime.runtime.registry import Loading, Registry
 from audit.cli import main as audit_main
+from guardd.__main__ import freeze_once_swept
 from guardd.config import SettingsError, parse_settings
 from tests.guardd.conftest import POLICY, Agent, Api, assert_error, ok
 from tests.support.server import GuardServer
@@ -235,3 +240,30 @@ def test_loading_every_agent_at_the_start_stays_the_default(fresh_api: Api) -> N
     }
     refused = assert_error(agents[1].act("search"), 503, "quarantined")
     assert "failed verification at startup" in refused["error"]
+
+
+async def test_what_the_sweep_loaded_is_frozen_out_of_the_collectors_sight(
+    tmp_path: Path,
+) -> None:
+    server = GuardServer(tmp_path / "guard-data").start()
+    api = Api(server)
+    try:
+        _agents(api, 3)
+    finally:
+        api.close()
+        server.stop()
+    data_dir = DataDir(tmp_path / "guard-data")
+    registry = Registry(FileStore(data_dir), data_dir.prepare(), loading=Loading.ON_FIRST_USE)
+    registry.load()
+    await registry.start()
+    gc.unfreeze()
+    try:
+        await freeze_once_swept(registry)
+        assert set(registry.actors) == {"agent-00", "agent-01", "agent-02"}
+        states = [actor.state for actor in registry.actors.values()]
+        # Frozen: in no generation a collection walks.
+        walked = {id(o) for o in gc.get_objects()}
+        assert not any(id(state) in walked for state in states)
+    finally:
+        gc.unfreeze()
+        await registry.stop()
