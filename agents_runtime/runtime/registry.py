@@ -226,6 +226,8 @@ class Registry:
         self._checkpointer: asyncio.Task[None] | None = None
         self._follower: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        # Set once the sweep has ended, or at the start when there is none.
+        self._swept = asyncio.Event()
         # One writer of checkpoint files at a time, never one going backwards:
         # a round still on its thread when stop() gives up waiting for it
         # must not overwrite the final round's newer heads.
@@ -466,6 +468,8 @@ class Registry:
         await self.fleet.catch_up()
         if self.sweeps and self.unloaded and self._sweeper is None:
             self._sweeper = self._tasks.start(self._sweep(), name="sweep")
+        elif self._sweeper is None:
+            self._swept.set()  # nothing to sweep
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -738,10 +742,11 @@ class Registry:
                 await self.discover(agent_id)
 
     async def swept(self) -> None:
-        """Wait until the background sweep has ended (at once when none
-        runs): every agent is then loaded, quarantined, or could not be read."""
-        if self._sweeper is not None:
-            await asyncio.shield(self._sweeper)
+        """Wait until the background sweep has ended: every agent is then
+        loaded, quarantined, or could not be read. Called before ``start``,
+        it waits for the sweep that ``start`` begins; where there is none it
+        returns once the registry has started (or stopped)."""
+        await self._swept.wait()
 
     async def _sweep(self) -> None:
         """Load every agent still not loaded, one after another, from the
@@ -749,6 +754,12 @@ class Registry:
         folding on threads, the loop free for requests between and during
         each. An agent a request loads meanwhile is skipped; one that cannot
         be read is left for its first use."""
+        try:
+            await self._sweep_all()
+        finally:
+            self._swept.set()
+
+    async def _sweep_all(self) -> None:
         started = time.perf_counter()
         loaded = quarantined = unreadable = 0
         for agent_id in sorted(self.unloaded):
@@ -857,6 +868,7 @@ class Registry:
         Hypercorn's own grace (5 s) comes first; with this 4 s the process
         exits within the 10 s an orchestrator gives after SIGTERM."""
         self._running = False
+        self._swept.set()  # whoever waits for the sweep waits no more
         # Nobody waits on these any more (Hypercorn has answered every
         # request): notices of other writers, agents being loaded, the sweep.
         loading: list[asyncio.Task[Any]] = list(self._discovering.values())

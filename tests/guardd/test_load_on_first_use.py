@@ -5,6 +5,7 @@ the others in the background; a tampered log is never served
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import gc
 import re
@@ -255,10 +256,14 @@ async def test_what_the_sweep_loaded_is_frozen_out_of_the_collectors_sight(
     data_dir = DataDir(tmp_path / "guard-data")
     registry = Registry(FileStore(data_dir), data_dir.prepare(), loading=Loading.ON_FIRST_USE)
     registry.load()
-    await registry.start()
     gc.unfreeze()
+    # Started before the registry, as guardd starts it before serving.
+    freezer = asyncio.create_task(freeze_once_swept(registry))
+    await asyncio.sleep(0)
+    assert not freezer.done()
+    await registry.start()
     try:
-        await freeze_once_swept(registry)
+        await freezer
         assert set(registry.actors) == {"agent-00", "agent-01", "agent-02"}
         states = [actor.state for actor in registry.actors.values()]
         # Frozen: in no generation a collection walks.
