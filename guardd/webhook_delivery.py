@@ -57,6 +57,7 @@ import httpx
 
 from agents_runtime.log import canonical
 from agents_runtime.log.record import timestamp_micros
+from agents_runtime.log.verify import Failure
 from agents_runtime.runtime.actor import AgentActor
 from agents_runtime.runtime.registry import Registry, quarantine_message
 from guardd.jsonio import dumps
@@ -442,25 +443,36 @@ class Webhook:
         return f"HTTP {status}" + (f" {start[:200]!r}" if start else "")
 
     async def _announce_quarantined(self) -> None:
-        """agent.quarantined for each agent quarantined at load: best effort,
-        a few attempts, since no record says so (and so no position)."""
-        for agent_id, failure in self.registry.quarantined.items():
-            ts = timestamp_micros(round(time.time() * 1_000_000))
-            data = {"agent_id": agent_id, "error": quarantine_message(failure), "ts": ts}
-            event = Event(f"evt_{agent_id}_quarantined", "agent.quarantined", agent_id, -1, data)
-            body = self._body(event)
-            delay = self.timing.first_backoff
-            for attempt in range(QUARANTINED_ATTEMPTS):
-                why = await self._attempt(event.id, body)
-                if why is None:
-                    self.sent += 1
-                    break
-                self.failed += 1
-                if attempt + 1 == QUARANTINED_ATTEMPTS:
-                    log.warning("webhook %s: %s not delivered (%s)", self.shown, event.id, why)
-                else:
-                    await asyncio.sleep(delay)
-                    delay = min(self.timing.max_backoff, delay * 2)
+        """agent.quarantined for each agent quarantined at load, then, once
+        the background sweep has ended (--load-agents on-first-use), for each
+        quarantined since (by the sweep, or at a first use before it ended):
+        best effort, a few attempts each, since no record says so (and so no
+        position)."""
+        announced = set(self.registry.quarantined)
+        for agent_id, failure in list(self.registry.quarantined.items()):
+            await self._announce(agent_id, failure)
+        await self.registry.swept()
+        for agent_id, failure in list(self.registry.quarantined.items()):
+            if agent_id not in announced:
+                await self._announce(agent_id, failure)
+
+    async def _announce(self, agent_id: str, failure: Failure) -> None:
+        ts = timestamp_micros(round(time.time() * 1_000_000))
+        data = {"agent_id": agent_id, "error": quarantine_message(failure), "ts": ts}
+        event = Event(f"evt_{agent_id}_quarantined", "agent.quarantined", agent_id, -1, data)
+        body = self._body(event)
+        delay = self.timing.first_backoff
+        for attempt in range(QUARANTINED_ATTEMPTS):
+            why = await self._attempt(event.id, body)
+            if why is None:
+                self.sent += 1
+                break
+            self.failed += 1
+            if attempt + 1 == QUARANTINED_ATTEMPTS:
+                log.warning("webhook %s: %s not delivered (%s)", self.shown, event.id, why)
+            else:
+                await asyncio.sleep(delay)
+                delay = min(self.timing.max_backoff, delay * 2)
 
     # -- positions ----------------------------------------------------------
 

@@ -290,3 +290,24 @@ def test_events_of_an_action_that_left_memory_still_name_what_was_asked(
     required, decided = (g.body["data"] for g in got)
     assert (required["tool"], required["input"]) == ("send_email", {"to": "a"})
     assert (decided["tool"], decided["decision"]) == ("send_email", "allowed")
+
+
+def test_a_quarantine_the_background_sweep_finds_is_announced(
+    guardd: Callable[..., GuardServer], receiver: Receiver
+) -> None:
+    receiver.start()
+    server = guardd("--load-agents", "on-first-use")
+    with admin(server) as client:
+        for agent_id in ("sound", "tampered"):
+            client.post("/v1/agents", json={"agent_id": agent_id, "policy": POLICY})
+            client.post(f"/v1/agents/{agent_id}/actions", json={"tool": "search"})
+    server.stop()
+    path = server.data_dir / "agents" / "tampered.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"tool":"search"', b'"tool":"starch"', 1))
+    server.start()
+    (got,) = receiver.wait_for(1)
+    assert got.valid
+    assert got.body["type"] == "agent.quarantined"
+    assert got.body["data"]["agent_id"] == "tampered"
+    assert "hash does not match content" in got.body["data"]["error"]
+    assert [post.body["type"] for post in receiver.got] == ["agent.quarantined"]
