@@ -8,7 +8,7 @@ never ``guardd`` (``make lint``).
 
 Public modules (``__all__``)::
 
-    registry   Registry: every agent's actor, loaded at start, created on demand
+    registry   Registry: every agent's actor, loaded at start or on first use, created on demand
     actor      the agent actor and AgentRef, the handle callers ask
     replay     rebuilding an agent's state from its log: verify, then fold
 
