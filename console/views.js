@@ -288,7 +288,8 @@ export function agentRow(agentId, actions) {
 
 /**
  * What a row of GET /v1/agents shows: alive or terminated (with a status),
- * unloaded (a node on a shared store has not read its log yet: no status, and
+ * unloaded (guardd has not read its log yet: a node on a shared store, or one
+ * loading agents on first use before its sweep came to it; no status, and
  * nothing wrong with it), or quarantined (its log failed verification, or an
  * entry without a status).
  */
