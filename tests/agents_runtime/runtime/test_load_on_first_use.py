@@ -10,6 +10,7 @@ import logging
 import re
 from pathlib import Path
 
+import attrs
 import pytest
 
 from agents_runtime.core import commands as c
@@ -224,3 +225,23 @@ async def test_loading_at_start_stays_the_default(tmp_path: Path) -> None:
             registry.ref(TAMPERED)
     finally:
         _close(registry)
+
+
+async def test_without_the_signing_key_the_sweep_loads_every_agent_read_only(
+    tmp_path: Path,
+) -> None:
+    await _make_agents(tmp_path)
+    data_dir = DataDir(tmp_path)
+    ring = attrs.evolve(data_dir.prepare(), signer=None)
+    assert ring.read_only
+    registry = Registry(
+        FileStore(data_dir), ring, render=views.BY_COMMAND, loading=Loading.ON_FIRST_USE
+    )
+    registry.load()
+    await registry.start()
+    try:
+        await registry.swept()
+        assert set(registry.actors) == set(IDS)
+        assert (await registry.ref(IDS[0]).ask(c.GetStatus()))["spent"] == 1
+    finally:
+        await registry.stop()
