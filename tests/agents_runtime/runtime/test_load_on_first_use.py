@@ -18,7 +18,7 @@ from agents_runtime.errors import AgentExists, Quarantined
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.runtime.registry import Loading, Registry
-from guardd import views
+from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import (
     FakeClock,
     policy,
@@ -53,7 +53,7 @@ def _lazy(root: Path) -> Registry:
         FileStore(data_dir),
         data_dir.prepare(),
         clock=FakeClock(),
-        render=views.BY_COMMAND,
+        render=BY_COMMAND,
         loading=Loading.ON_FIRST_USE,
     )
 
@@ -235,7 +235,7 @@ async def test_without_the_signing_key_the_sweep_loads_every_agent_read_only(
     ring = attrs.evolve(data_dir.prepare(), signer=None)
     assert ring.read_only
     registry = Registry(
-        FileStore(data_dir), ring, render=views.BY_COMMAND, loading=Loading.ON_FIRST_USE
+        FileStore(data_dir), ring, render=BY_COMMAND, loading=Loading.ON_FIRST_USE
     )
     registry.load()
     await registry.start()
