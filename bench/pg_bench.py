@@ -77,6 +77,9 @@ from guardd.__main__ import hypercorn_config, run_event_loop
 
 CONCURRENCY = 64
 MODES = ("floor", "guardd", "conflict")
+# How often a racing request refused with 503 (the node kept losing its
+# races) is asked again, as the SDK's clients do; its time counts them all.
+RETRIES = 5
 # The conflict mode: the short log, the target, and requests per node.
 CONFLICT_SHORT = 1000
 CONFLICT_TARGET = 2.0
@@ -424,7 +427,11 @@ def _race(
             for _ in range(requests):
                 started = time.perf_counter()
                 answer = client.post(path, json=body)
-                if answer.status_code == 503:  # kept colliding: asked again, as a client does
+                for attempt in range(1, RETRIES + 1):
+                    if answer.status_code != 503:
+                        break
+                    # Kept colliding: asked again after a pause, as a client does.
+                    time.sleep(0.01 * attempt)
                     answer = client.post(path, json=body)
                 if answer.is_error:
                     raise RuntimeError(f"{server.url}: {answer.status_code} {answer.text}")
