@@ -240,6 +240,7 @@ class Registry:
         self._snap_seq: dict[str, int] = {}
         self._snap_since: dict[str, float] = {}
         self._snap_taken: dict[str, tuple[Head, bytes]] = {}
+        self._snap_writing: asyncio.Task[set[str]] | None = None
         self.snapshots_written = 0
 
     # -- startup -------------------------------------------------------------
@@ -549,7 +550,13 @@ class Registry:
         if not self._snap_taken:
             return
         taken, self._snap_taken = self._snap_taken, {}
-        written = await asyncio.to_thread(self._write_snapshots, taken)
+        # A thread goes on when its round is cancelled: stop() waits for it
+        # (``_snap_writing``), so that no snapshot is written after a stop.
+        writing = self._tasks.start(
+            asyncio.to_thread(self._write_snapshots, taken), name="snapshots", report=False
+        )
+        self._snap_writing = writing
+        written = await asyncio.shield(writing)
         self.snapshots_written += len(written)
         for agent_id in taken:
             if agent_id in written:
@@ -885,12 +892,15 @@ class Registry:
         await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
         late = await self._tasks.wait([a.task for a in actors if a.task is not None], grace)
         await self._tasks.cancel(late, within=CANCEL_TIMEOUT)
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            await self._tasks.cancel([checkpointer], within=grace)
+        if self._snap_writing is not None:  # a round's snapshots, on their thread
+            await self._tasks.wait([self._snap_writing], grace)
         # The store finishes what is queued (a cancelled actor's batch
         # included) before any log is closed.
         await self.store.aclose()
-        if self._checkpointer is not None:
-            checkpointer, self._checkpointer = self._checkpointer, None
-            await self._tasks.cancel([checkpointer], within=grace)
+        if checkpointer is not None:
             # Every head is final now: the checkpoints end where the logs do.
             await self.save_checkpoints()
         await self._tasks.cancel(within=CANCEL_TIMEOUT)  # none should be left

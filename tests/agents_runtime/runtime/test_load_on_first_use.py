@@ -234,9 +234,7 @@ async def test_without_the_signing_key_the_sweep_loads_every_agent_read_only(
     data_dir = DataDir(tmp_path)
     ring = attrs.evolve(data_dir.prepare(), signer=None)
     assert ring.read_only
-    registry = Registry(
-        FileStore(data_dir), ring, render=BY_COMMAND, loading=Loading.ON_FIRST_USE
-    )
+    registry = Registry(FileStore(data_dir), ring, render=BY_COMMAND, loading=Loading.ON_FIRST_USE)
     registry.load()
     await registry.start()
     try:

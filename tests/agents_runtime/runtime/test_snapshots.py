@@ -471,3 +471,27 @@ async def test_a_round_asks_for_a_bounded_number_of_snapshots(tmp_path: Path) ->
     finally:
         await registry.stop()
     assert (first, second) == (registry_module.SNAPSHOTS_PER_ROUND, len(agents))
+
+
+async def test_a_stop_waits_for_the_snapshots_its_cancelled_round_is_writing(
+    tmp_path: Path,
+) -> None:
+    from agents_runtime.runtime import registry as registry_module
+
+    agents = tuple(f"agent-{n:02d}" for n in range(registry_module.SNAPSHOTS_PER_ROUND))
+    await _run(tmp_path, agents, requests=2)
+    snapshots = DataDir(tmp_path).snapshots_dir
+    for path in snapshots.iterdir():
+        path.unlink()
+    registry = _registry(tmp_path, FakeClock(), snapshot_records=5)
+    registry.load()
+    await registry.start()
+    round_ = asyncio.create_task(registry.save_snapshots())
+    await asyncio.sleep(0)  # the round runs up to its thread's first await
+    assert registry._snap_writing is not None  # the copies are being written
+    round_.cancel()
+    await registry.stop()
+    # Nothing is written once stop() has returned: every snapshot is whole.
+    assert registry._snap_writing.done()  # type: ignore[unreachable]
+    written = sorted(path.name for path in snapshots.iterdir())
+    assert written == sorted(f"{agent_id}.snapshot" for agent_id in agents)
