@@ -56,6 +56,7 @@ from agents_runtime.core.state import (
     NO_TAGS,
     SAME_AS,
     AgentState,
+    Evicted,
     Shadow,
 )
 
@@ -73,7 +74,11 @@ attrs.resolve_types(Grant)
 attrs.resolve_types(KeyRun, localns={"array": ArrayOf})
 attrs.resolve_types(KeyFilter)
 attrs.resolve_types(Shadow, localns={"Policy": Policy})
-attrs.resolve_types(AgentState, localns={"Grant": Grant, "Policy": Policy, "array": ArrayOf})
+attrs.resolve_types(Evicted, localns={"array": ArrayOf})
+attrs.resolve_types(
+    AgentState,
+    localns={"Grant": Grant, "Policy": Policy, "Evicted": Evicted, "array": ArrayOf},
+)
 
 
 def _b64(data: bytes | bytearray) -> str:

@@ -228,6 +228,26 @@ class Shadow:
 
 
 @attrs.define(slots=True)
+class Evicted:
+    """The actions that left memory (``evict``) and where their records are."""
+
+    # One entry per eviction, which lets the actions before ``to[k]`` leave
+    # memory: ``at[k]``, the seq of the record whose fold ran it, and
+    # ``kept_from[k]``, the seq of the request of the first action it kept.
+    # Every record about an action it let go, up to the eviction, lies
+    # between the previous one's ``kept_from`` and its ``at``: where a
+    # recall looks.
+    to: array[int] = attrs.field(factory=lambda: array("q"))
+    kept_from: array[int] = attrs.field(factory=lambda: array("q"))
+    at: array[int] = attrs.field(factory=lambda: array("q"))
+    # Records folded about an action after it left memory (an outcome, the
+    # decision or an approval of one still pending), in log order: entry i
+    # is the seq ``late_seqs[i]`` about action ``late_actions[i]``.
+    late_actions: array[int] = attrs.field(factory=lambda: array("q"))
+    late_seqs: array[int] = attrs.field(factory=lambda: array("q"))
+
+
+@attrs.define(slots=True)
 class AgentState:
     agent_id: str
     public_key: str = ""
@@ -248,20 +268,10 @@ class AgentState:
     first_action: int = 1
     action_seqs: array[int] = attrs.field(factory=lambda: array("I"))  # "q" past 2^32
     action_status: bytearray = attrs.field(factory=bytearray)
-    # One entry per eviction (``evict``), which lets the actions before
-    # ``evicted_to[k]`` leave memory: ``evicted_at[k]``, the seq of the
-    # record whose fold ran it, and ``evicted_from[k]``, the seq of the
-    # request of the first action it kept. Every record about an action it
-    # let go, up to the eviction, lies between the previous one's
-    # ``evicted_from`` and its ``evicted_at``: where a recall looks.
-    evicted_to: array[int] = attrs.field(factory=lambda: array("q"))
-    evicted_from: array[int] = attrs.field(factory=lambda: array("q"))
-    evicted_at: array[int] = attrs.field(factory=lambda: array("q"))
-    # Records folded about an action after it left memory (an outcome, the
-    # decision or an approval of one still pending), in log order: entry i
-    # is the seq ``late_seqs[i]`` about action ``late_actions[i]``.
-    late_actions: array[int] = attrs.field(factory=lambda: array("q"))
-    late_seqs: array[int] = attrs.field(factory=lambda: array("q"))
+    # Where the records of the actions that left memory are: None until the
+    # first eviction (most agents never have one, and an idle agent's
+    # memory is what thousands of them cost).
+    evicted: Evicted | None = None
     # The actions that needed approval among the latest ones, and every
     # pending one however old.
     held: dict[str, Action] = attrs.field(factory=dict)
@@ -421,12 +431,13 @@ def evict(state: AgentState, keep: int, seq: int) -> None:
     count = len(seqs) - max(keep, 1)
     if count <= 0:
         return
-    state.evicted_from.append(seqs[count])
-    state.evicted_at.append(seq)
+    evicted = _evicted(state)
+    evicted.kept_from.append(seqs[count])
+    evicted.at.append(seq)
     del seqs[:count]
     del state.action_status[:count]
     state.first_action = first = state.first_action + count
-    state.evicted_to.append(first)
+    evicted.to.append(first)
     pending = state.pending
     # Held in request order (each is held right after its request).
     gone = []
@@ -442,8 +453,16 @@ def evict(state: AgentState, keep: int, seq: int) -> None:
 def note_late(state: AgentState, n: int, seq: int) -> None:
     """The record ``seq`` is about action ``n``, which left memory: a recall
     of it reads that record too."""
-    state.late_actions.append(n)
-    state.late_seqs.append(seq)
+    evicted = _evicted(state)
+    evicted.late_actions.append(n)
+    evicted.late_seqs.append(seq)
+
+
+def _evicted(state: AgentState) -> Evicted:
+    evicted = state.evicted
+    if evicted is None:
+        evicted = state.evicted = Evicted()
+    return evicted
 
 
 def keep_recent(state: AgentState, recent_actions: int) -> None:
@@ -488,15 +507,17 @@ def recall(state: AgentState, n: int, *, whole: bool = True) -> Recall:
     it go, from the request of the first action the eviction before kept
     (at most about twice ``recent_actions`` actions' records), and those
     folded since."""
-    k = bisect_right(state.evicted_to, n)
-    after = state.evicted_from[k - 1] - 1 if k else -1
+    evicted = state.evicted
+    assert evicted is not None  # an action left memory: there was an eviction
+    k = bisect_right(evicted.to, n)
+    after = evicted.kept_from[k - 1] - 1 if k else -1
     late: list[int] = []
-    numbers = state.late_actions
+    numbers = evicted.late_actions
     i = _find(numbers, n, 0)
     while i >= 0:
-        late.append(state.late_seqs[i])
+        late.append(evicted.late_seqs[i])
         i = _find(numbers, n, i + 1)
-    return Recall(f"act-{n}", after, state.evicted_at[k], tuple(late), whole)
+    return Recall(f"act-{n}", after, evicted.at[k], tuple(late), whole)
 
 
 def _find(values: array[int], value: int, start: int) -> int:

@@ -253,8 +253,9 @@ async def test_per_action_data_stays_within_twice_the_recent_actions(tmp_path: P
         assert recent <= len(state.action_seqs) <= 2 * recent
         assert len(state.action_status) == len(state.action_seqs)
         # One entry per eviction, every recent + 1 requests.
-        assert len(state.evicted_to) == (count - 2 * recent - 1) // (recent + 1) + 1
-        assert list(state.late_actions) == []  # nothing was said of an old action since
+        assert state.evicted is not None
+        assert len(state.evicted.to) == (count - 2 * recent - 1) // (recent + 1) + 1
+        assert list(state.evicted.late_actions) == []  # nothing was said of an old action since
         # A recall of an old action reads the stretch of about 2 x recent
         # actions around it (at most 3 records each here), not the log.
         for n in range(1, state.first_action, 37):
