@@ -28,19 +28,20 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from importlib.metadata import PackageNotFoundError, version
+from time import time_ns
 from typing import Any, ParamSpec
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import Link, SpanContext, SpanKind
+from opentelemetry.trace import Link, SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 from werkzeug.datastructures import Headers
 
 from guardd.jsonio import dumps
+from guardd.tracing_spans import DirectSpans, SdkSpans
 
 __all__ = [
     "APPROVAL_SPANS",
@@ -67,7 +68,6 @@ FLUSH_TIMEOUT = 3.0
 # about 440 bytes each (measured with tracemalloc), under 30 MiB when full.
 REMEMBERED = 65536
 
-_INTERNAL = SpanKind.INTERNAL
 log = logging.getLogger("guardd.tracing")
 P = ParamSpec("P")
 
@@ -120,15 +120,18 @@ class Tracer:
         *,
         record_input: bool = False,
         exporter: SpanExporter | None = None,
+        processor: SpanProcessor | None = None,
     ) -> None:
+        """``processor``: the provider's only span processor, the provider
+        built without span limits of its own (as ``start_tracing`` builds
+        it): spans are then handed to it directly (guardd.tracing_spans);
+        without one, they are made by the SDK's tracer."""
         self.provider = provider
         self.record_input = record_input
         self._exporter = exporter
-        try:
-            own = version("guardd")
-        except PackageNotFoundError:  # pragma: no cover - run from a source tree
-            own = None
-        self._tracer = provider.get_tracer("guardd", own)
+        self._make: SdkSpans | DirectSpans = (
+            SdkSpans(provider) if processor is None else DirectSpans(provider, processor)
+        )
         # (agent ID, action ID) -> (the decision's span context, its tool),
         # oldest first. Ordered so that forgetting the oldest is O(1): a plain
         # dict's first key, after many are deleted from its front, is found
@@ -158,15 +161,8 @@ class Tracer:
         self._decided(attributes, reply)
         if self.record_input:
             attributes["gen_ai.tool.call.arguments"] = dumps(tool_input).decode()
-        span = self._tracer.start_span(
-            DECISION_SPAN,
-            context=_parent(headers),
-            kind=_INTERNAL,
-            attributes=attributes,
-            start_time=started,
-        )
-        span.end()
-        self._remember((agent_id, action_id), (span.get_span_context(), tool))
+        made = self._make(DECISION_SPAN, _parent(headers), attributes, (), started, time_ns())
+        self._remember((agent_id, action_id), (made, tool))
 
     @_never_fails
     def approval(
@@ -247,20 +243,12 @@ class Tracer:
         headers: Headers,
     ) -> None:
         known = self._decisions.get(key)
-        links = None
+        links: tuple[Link, ...] = ()
         if known is not None:
             decided, tool = known
-            links = [Link(decided)]
+            links = (Link(decided),)
             attributes["gen_ai.tool.name"] = tool
-        span = self._tracer.start_span(
-            name,
-            context=_parent(headers),
-            kind=_INTERNAL,
-            attributes=attributes,
-            links=links,
-            start_time=started,
-        )
-        span.end()
+        self._make(name, _parent(headers), attributes, links, started, time_ns())
 
     def _remember(self, key: tuple[str, str], value: tuple[SpanContext, str]) -> None:
         decisions = self._decisions
@@ -289,8 +277,9 @@ def start_tracing(*, record_input: bool = False) -> Tracer:
     exporter = Exporter()
     # guardd stops it itself (Tracer.shutdown), within a bound; not at exit.
     provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracer(provider, record_input=record_input, exporter=exporter)
+    processor = BatchSpanProcessor(exporter)
+    provider.add_span_processor(processor)
+    return Tracer(provider, record_input=record_input, exporter=exporter, processor=processor)
 
 
 def endpoint(env: Mapping[str, str]) -> str:
