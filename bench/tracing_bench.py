@@ -7,6 +7,11 @@ busy, as ``http_bench --metrics-cost`` does; prints the medians and their
 ratio (target: tracing on at least 0.85x of off), and checks that the
 receiver got a span for every allowed action of the traced guardd.
 
+With each round it prints where the CPU went, per request answered: guardd's
+process (its export thread included), the receiver's process and wrk's, from
+their own CPU time (utime + stime), which other work on the machine does not
+inflate as it does requests per second.
+
     python -m bench.tracing_bench                    # 10 s rounds, 2 per side
     python -m bench.tracing_bench --duration 3 --rounds 1
 """
@@ -16,11 +21,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 
 from bench.http_bench import (
@@ -43,6 +50,39 @@ from bench.http_bench import (
 
 TARGET = 0.85  # decide throughput with every span exported, at least this share of off
 CONCURRENCY = 64
+
+
+@attrs.frozen
+class CpuSplit:
+    """CPU time (us) per request answered in a round, by process."""
+
+    guardd: float
+    receiver: float
+    wrk: float
+
+    def format(self) -> str:
+        return (
+            f"CPU per request: guardd {self.guardd:.0f} us, receiver {self.receiver:.1f} us,"
+            f" wrk {self.wrk:.0f} us"
+        )
+
+
+def cpu_split(result: Round, receiver_seconds: float) -> CpuSplit:
+    """``result``'s CPU shares (of a core, over the round) as time per request."""
+    seconds_per_request = 1e6 / result.rps
+    return CpuSplit(
+        guardd=result.server_cpu * seconds_per_request,
+        receiver=receiver_seconds * 1e6 / result.requests,
+        wrk=result.wrk_cpu * seconds_per_request,
+    )
+
+
+def median_split(splits: list[CpuSplit]) -> CpuSplit:
+    return CpuSplit(
+        guardd=statistics.median(s.guardd for s in splits),
+        receiver=statistics.median(s.receiver for s in splits),
+        wrk=statistics.median(s.wrk for s in splits),
+    )
 
 
 def server_env(otel: dict[str, str]) -> dict[str, str]:
@@ -72,6 +112,7 @@ class TracingCost:
         self.on = guardd_server(self._dir("on"), name="on")
         self.off = guardd_server(self._dir("off"), name="off")
         self.data_files: dict[str, Path] = {}
+        self.splits: dict[str, list[CpuSplit]] = {"on": [], "off": []}
 
     def _dir(self, side: str) -> Path:
         path = self.work_dir / side
@@ -105,11 +146,17 @@ class TracingCost:
 
     def _round(self, server: Server, report: Any) -> Round:
         data_file = self.data_files[server.name]
-        return quietest_round(
-            lambda: run_wrk(server, "decide", CONCURRENCY, self.duration, data_file),
-            self.retries,
-            report,
-        )
+        splits: dict[int, CpuSplit] = {}
+
+        def measure() -> Round:
+            before = self.sink.cpu_seconds()
+            result = run_wrk(server, "decide", CONCURRENCY, self.duration, data_file)
+            splits[id(result)] = cpu_split(result, self.sink.cpu_seconds() - before)
+            return result
+
+        result = quietest_round(measure, self.retries, report)
+        self.splits[server.name].append(splits[id(result)])
+        return result
 
     def run(self, report: Any = print) -> tuple[Pair, int]:
         """The rounds, as a Pair whose "floor" side is tracing off and
@@ -124,7 +171,7 @@ class TracingCost:
             for server in order:
                 result = self._round(server, report)
                 (on if server is self.on else off).append(result)
-                report(format_round(result))
+                report(f"{format_round(result)}; {self.splits[server.name][-1].format()}")
         # Every decision of the traced guardd, warm-up and retried rounds
         # included, from its own metrics.
         decided = _decisions(self.on)
@@ -142,7 +189,13 @@ def _decisions(server: Server) -> int:
     return int(total)
 
 
-def results(pair: Pair, decided: int, received: dict[str, int], duration: float) -> dict[str, Any]:
+def results(
+    pair: Pair,
+    decided: int,
+    received: dict[str, int],
+    duration: float,
+    splits: dict[str, list[CpuSplit]] | None = None,
+) -> dict[str, Any]:
     ratio = pair.throughput_ratio
     busy = max(r.others_cpu for r in [*pair.floor, *pair.guardd])
     return {
@@ -158,6 +211,11 @@ def results(pair: Pair, decided: int, received: dict[str, int], duration: float)
         ),
         "on_off_throughput": f"{ratio:.3f}x (target >= {TARGET})",
         "on_off_p99": f"{pair.p99_ratio:.3f}x",
+        **{
+            f"cpu_tracing_{side}": median_split(found).format().removeprefix("CPU ")
+            for side, found in (splits or {}).items()
+            if found
+        },
         "others_cpu_max": f"{busy:.0%}",
         # Spans exported against decisions made: short of 1 when the export
         # queue overflowed and dropped spans.
@@ -197,7 +255,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             received = bench.received()
         finally:
             bench.stop()
-    out = results(pair, decided, received, args.duration)
+    out = results(pair, decided, received, args.duration, bench.splits)
     print(
         f"  -> tracing on/off: throughput {pair.throughput_ratio:.3f}x"
         f" (median {pair.median('guardd', 'rps'):.0f} vs {pair.median('floor', 'rps'):.0f}"
