@@ -15,6 +15,7 @@ by own time).
     python -m bench.tracing_micro                  # 20 000 decisions, 5 repeats
     python -m bench.tracing_micro -n 5000 --profile
     python -m bench.tracing_micro --sdk-encoder    # the SDK's exporter, to compare
+    python -m bench.tracing_micro --sdk-spans      # spans made by the SDK's tracer
 """
 
 from __future__ import annotations
@@ -87,7 +88,23 @@ def _sdk_exported() -> Tracer:
     return Tracer(provider, exporter=exporter)
 
 
-def run(n: int, repeats: int, profile: bool, sdk_encoder: bool) -> None:
+def _sdk_made() -> Tracer:
+    """The tracer as start_tracing builds it, but making its spans through
+    the SDK's tracer rather than handing them to the batch processor
+    (guardd.tracing_spans)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from guardd.tracing import _resource
+    from guardd.tracing_wire import Exporter
+
+    exporter = Exporter()
+    provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return Tracer(provider, exporter=exporter)
+
+
+def run(n: int, repeats: int, profile: bool, sdk_encoder: bool, sdk_spans: bool = False) -> None:
     port = free_port()
     sink = _sink(port)
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
@@ -95,7 +112,12 @@ def run(n: int, repeats: int, profile: bool, sdk_encoder: bool) -> None:
     # A loop makes spans faster than requests come: a queue that holds them
     # all, so that each is exported and its cost counted, not dropped.
     os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "1000000")
-    tracer = _sdk_exported() if sdk_encoder else start_tracing()
+    if sdk_encoder:
+        tracer = _sdk_exported()
+    elif sdk_spans:
+        tracer = _sdk_made()
+    else:
+        tracer = start_tracing()
     headers = Headers({"Authorization": "Bearer x", "Content-Type": "application/json"})
     tool_input = {"query": "weather in Lyon"}
     try:
@@ -169,8 +191,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="export with the SDK's OTLP exporter and encoder, to compare",
     )
+    parser.add_argument(
+        "--sdk-spans",
+        action="store_true",
+        help="make the spans through the SDK's tracer, to compare",
+    )
     args = parser.parse_args(argv)
-    run(args.n, args.repeats, args.profile, args.sdk_encoder)
+    run(args.n, args.repeats, args.profile, args.sdk_encoder, args.sdk_spans)
 
 
 if __name__ == "__main__":
