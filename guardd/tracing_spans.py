@@ -16,7 +16,8 @@ provider's sampler, ID generator and resource, a ``SpanContext``, and a
 4 us). It takes this road only where the result is the SDK's own, field for
 field (tests/guardd/test_tracing_spans.py compares the two on every shape of
 span guardd makes, with several samplers, and their OTLP bytes): attribute
-values that are strings, fewer attributes and links than the span limits
+values that are strings (a ``str`` enum's member included, which the SDK
+keeps as it is too), fewer attributes and links than the span limits
 allow, and no limit on an attribute's length; any other span goes through
 the SDK's tracer. What it leaves out: the processors' ``on_start`` (the
 batch and simple processors do nothing there) and the SDK's counts of its
@@ -175,7 +176,7 @@ class DirectSpans:
         if len(attributes) > self._max_attributes or len(links) > self._max_links:
             return False
         for value in attributes.values():
-            if type(value) is not str:
+            if not isinstance(value, str):  # guardd's decisions are str enums
                 return False
         for link in links:
             if link.attributes or not link.context.is_valid:

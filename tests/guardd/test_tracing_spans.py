@@ -30,6 +30,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 from werkzeug.datastructures import Headers
 
+from agents_runtime.core.vocabulary import ActionStatus
+from agents_runtime.core.vocabulary import Decision as Decided
 from guardd.tracing import DECISION_SPAN, OUTCOME_SPAN, Tracer
 from guardd.tracing_spans import DirectSpans, SdkSpans
 from guardd.tracing_wire import encode
@@ -79,6 +81,16 @@ class RecordOnly(Sampler):
 
     def get_description(self) -> str:
         return "RecordOnly"
+
+
+class StartsCounted(SimpleSpanProcessor):
+    """The SDK's simple processor, counting the spans started through it."""
+
+    started = 0
+
+    def on_start(self, span: Any, parent_context: Context | None = None) -> None:
+        self.started += 1
+        super().on_start(span, parent_context)
 
 
 SAMPLERS = [
@@ -197,26 +209,28 @@ def test_direct_spans_are_the_sdks_spans_field_for_field_and_byte_for_byte(
 
 def run_guardds_calls(tracer: Tracer) -> None:
     """What guardd's routes ask of a tracer: decisions, an approval, a
-    rejection, a cancellation, outcomes (linked and not)."""
+    rejection, a cancellation, outcomes (linked and not); the decisions and
+    statuses as guardd's replies carry them, members of str enums."""
     plain = Headers()
     traced = Headers({"traceparent": SAMPLED_PARENT, "tracestate": "vendor=x"})
     for n, reply in enumerate(
         [
-            {"decision": "allowed", "action_id": "act-0"},
-            {"decision": "denied", "action_id": "act-1", "reason": {"code": "rule_denied"}},
-            {"decision": "pending_approval", "action_id": "act-2"},
-            {"decision": "pending_approval", "action_id": "act-3"},
-            {"decision": "pending_approval", "action_id": "act-4", "rule": {"name": "r"}},
+            {"decision": Decided.ALLOWED, "action_id": "act-0"},
+            {"decision": Decided.DENIED, "action_id": "act-1", "reason": {"code": "rule_denied"}},
+            {"decision": Decided.PENDING_APPROVAL, "action_id": "act-2"},
+            {"decision": Decided.PENDING_APPROVAL, "action_id": "act-3"},
+            {"decision": Decided.PENDING_APPROVAL, "action_id": "act-4", "rule": {"name": "r"}},
         ]
     ):
         tracer.decision(
             f"agent-{n}", "search", {"q": n}, reply, STARTED + n, traced if n % 2 else plain
         )
-    approved = {"decision": "allowed", "action_id": "act-2"}
+    approved = {"decision": Decided.ALLOWED, "action_id": "act-2"}
     tracer.approval("approve", "agent-2", "act-2", approved, STARTED, plain, by="ann")
-    rejected = {"decision": "denied", "action_id": "act-3", "reason": {"code": "rejected"}}
+    rejected = {"decision": Decided.DENIED, "action_id": "act-3", "reason": {"code": "rejected"}}
     tracer.approval("reject", "agent-3", "act-3", rejected, STARTED, traced, by="bob")
-    tracer.approval("cancel", "agent-4", "act-4", {"status": "cancelled"}, STARTED, plain)
+    cancelled = {"status": ActionStatus.CANCELLED}
+    tracer.approval("cancel", "agent-4", "act-4", cancelled, STARTED, plain)
     tracer.outcome("agent-2", "act-2", "success", STARTED, traced)
     tracer.outcome("agent-0", "act-0", "failure", STARTED, plain)
     tracer.outcome("agent-9", "act-unknown", "harmful", STARTED, plain)
@@ -234,7 +248,7 @@ def test_a_tracer_given_its_processor_makes_the_spans_the_sdks_tracer_makes(
         shutdown_on_exit=False,
     )
     by_direct = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(by_direct)
+    processor = StartsCounted(by_direct)
     direct_provider.add_span_processor(processor)
     run_guardds_calls(Tracer(direct_provider, record_input=record_input, processor=processor))
     sdk_spans = by_sdk.get_finished_spans()
@@ -244,6 +258,8 @@ def test_a_tracer_given_its_processor_makes_the_spans_the_sdks_tracer_makes(
     # The end is read from the clock when each span is made.
     assert [fields(s, end=False) for s in direct_spans] == [fields(s, end=False) for s in sdk_spans]
     assert all(s.end_time is not None and s.end_time >= s.start_time for s in direct_spans)
+    # Every one took the direct road: the SDK's tracer calls on_start.
+    assert processor.started == 0
 
 
 @pytest.mark.parametrize(
