@@ -52,7 +52,7 @@ from agents_runtime.core.answers import Allowed
 from agents_runtime.core.behaviour import READS, run
 from agents_runtime.core.policy import parse_policy, policy_json
 from agents_runtime.core.records import apply
-from agents_runtime.core.state import AgentState, parse_ts
+from agents_runtime.core.state import AgentState, Recall, parse_ts
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
@@ -105,7 +105,15 @@ class LogBuilder:
         self.ts = timestamp(datetime.fromtimestamp(self.now, UTC))
         reads = READS.get(type(command))
         seqs = () if reads is None else reads(self.state, command)
-        lines = {seq: self.lines[seq][:-1] for seq in seqs}
+        if isinstance(seqs, Recall):  # an action that left memory: the lines naming it
+            needle = b'"action_id":"' + seqs.action_id.encode() + b'"'
+            lines = {
+                seq: line[:-1]
+                for seq, line in enumerate(self.lines)
+                if (seqs.after < seq <= seqs.upto or seq in seqs.late) and needle in line
+            }
+        else:
+            lines = {seq: self.lines[seq][:-1] for seq in seqs}
         reply = run(self.state, command, parse_ts(self.ts), lines, self.emit)
         if isinstance(reply, Allowed):  # a request's or an approval's
             self.open.append(reply.action_id)
