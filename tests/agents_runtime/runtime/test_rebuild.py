@@ -101,6 +101,36 @@ async def test_a_rebuild_starts_from_the_snapshot_and_folds_the_rows_after_it(
         assert actor.state.action_count == 6
 
 
+async def test_a_lost_race_again_starts_from_the_copy_of_the_snapshot_it_opened(
+    make_store: OPEN, tmp_path: Path
+) -> None:
+    async with _running(make_store, tmp_path) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(100)))
+        await _serve(registry, 3)
+        await registry.save_checkpoints()
+        await registry.save_snapshots()
+        await _serve(registry, 2)
+        actor = registry.actors[AGENT]
+        store = registry.store
+        key = registry.ring.public_key
+        assert await actor.rebuild(actor.committed) is None
+        opened = actor._opened
+        assert opened is not None
+        await _serve(registry, 2)
+        assert await actor.rebuild(actor.committed) is None
+        assert actor._opened is opened  # the same snapshot: not opened again
+        assert actor.state == replay(AGENT, await asyncio.to_thread(store.read, AGENT), key).state
+        # A snapshot the store holds now in its place is opened, and checked:
+        # one forged without the key is not used, the copy neither.
+        snapshot = open_snapshot(opened[0], key, AGENT)
+        bad = seal_snapshot(AGENT, snapshot.head, SCHEMA, snapshot.state, Signer(b"\7" * 32))
+        await asyncio.to_thread(store.write_snapshot, AGENT, snapshot.head.seq + 1, bad)
+        await _serve(registry, 1)
+        assert await actor.rebuild(actor.committed) is None
+        assert actor.rebuilt_from is None  # the whole log
+        assert actor.state == replay(AGENT, await asyncio.to_thread(store.read, AGENT), key).state
+
+
 @pytest.mark.parametrize("snapshot", [False, True], ids=["from-genesis", "from-snapshot"])
 async def test_a_rebuild_checks_the_hashes_of_records_this_node_verified_not_their_signatures(
     postgres_dsn: str, tmp_path: Path, snapshot: bool
