@@ -75,7 +75,11 @@ async def _one_agent(root: Path, actions: int) -> dict[str, Any]:
     from bench.actor_bench import POLICY
     from guardd.__main__ import tune_gc
     from guardd.app import BY_COMMAND
+    from guardd.limits import return_large_buffers_to_the_system
 
+    # As guardd sets its allocator at start: the snapshots' buffers (tens of
+    # MB at a million actions) go back to the system when freed.
+    return_large_buffers_to_the_system()
     data_dir = DataDir(root)
     registry = Registry(FileStore(data_dir), data_dir.prepare(), render=BY_COMMAND)
     registry.load()
