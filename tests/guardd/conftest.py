@@ -7,6 +7,7 @@ break a server start their own.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from collections.abc import Iterator
@@ -159,13 +160,21 @@ def api(module_server: GuardServer) -> Iterator[Api]:
         api.close()
 
 
-@pytest.fixture
-def fresh_api(tmp_path: Path) -> Iterator[Api]:
-    """A guardd of this test's own, for tests that stop, restart or break it."""
-    server = GuardServer(tmp_path / "guard-data").start()
+@contextlib.contextmanager
+def serving(data_dir: Path, **options: Any) -> Iterator[Api]:
+    """A guardd started on ``data_dir`` (``GuardServer``'s options) and its
+    Api, both ended on leaving."""
+    server = GuardServer(data_dir, **options).start()
     api = Api(server)
     try:
         yield api
     finally:
         api.close()
         server.kill()
+
+
+@pytest.fixture
+def fresh_api(tmp_path: Path) -> Iterator[Api]:
+    """A guardd of this test's own, for tests that stop, restart or break it."""
+    with serving(tmp_path / "guard-data") as api:
+        yield api

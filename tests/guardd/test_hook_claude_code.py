@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.guardd.conftest import Agent, Api, assert_error, ok
+from tests.guardd.conftest import Agent, Api, assert_error, ok, serving
 from tests.support.server import GuardServer
 
 HOOK = "/v1/hooks/claude-code"
@@ -129,13 +129,8 @@ def test_a_held_call_rejected_by_an_operator_is_denied_with_the_reason(api: Api)
 def short_wait_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     """A guardd whose hooks wait one second for an operator."""
     data = tmp_path_factory.mktemp("hook-wait") / "guard-data"
-    server = GuardServer(data, args=["--hook-wait", "1"]).start()
-    api = Api(server)
-    try:
+    with serving(data, args=["--hook-wait", "1"]) as api:
         yield api
-    finally:
-        api.close()
-        server.kill()
 
 
 def test_a_held_call_nobody_decides_in_time_is_cancelled_and_denied(short_wait_api: Api) -> None:

@@ -25,7 +25,7 @@ from agents_runtime.runtime.registry import Loading, Registry
 from audit.cli import main as audit_main
 from guardd.__main__ import freeze_once_swept
 from guardd.config import SettingsError, parse_settings
-from tests.guardd.conftest import POLICY, Agent, Api, assert_error, ok
+from tests.guardd.conftest import POLICY, Agent, Api, assert_error, ok, serving
 from tests.support.server import GuardServer
 
 ON_FIRST_USE = ["--load-agents", "on-first-use"]
@@ -35,13 +35,8 @@ SWEEP_TIMEOUT = 60.0  # seconds; a bound on waiting, not a measure
 
 @pytest.fixture
 def lazy(tmp_path: Path) -> Iterator[Api]:
-    server = GuardServer(tmp_path / "guard-data", args=ON_FIRST_USE).start()
-    api = Api(server)
-    try:
+    with serving(tmp_path / "guard-data", args=ON_FIRST_USE) as api:
         yield api
-    finally:
-        api.close()
-        server.kill()
 
 
 def _agents(api: Api, count: int, prefix: str = "agent") -> list[Agent]:

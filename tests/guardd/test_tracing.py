@@ -24,7 +24,7 @@ from werkzeug.datastructures import Headers
 from guardd import tracing
 from guardd.config import SettingsError, parse_settings, tracing_wanted
 from guardd.tracing import Tracer
-from tests.guardd.conftest import Api, ok
+from tests.guardd.conftest import Api, ok, serving
 from tests.guardd.test_hook_claude_code import HOOK, post, pre
 from tests.support.otlp import OtlpReceiver, Span
 from tests.support.server import GuardServer
@@ -51,15 +51,8 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[Api]:
-    server = GuardServer(
-        tmp_path_factory.mktemp("traced") / "guard-data", env=traced_env(receiver)
-    ).start()
-    api = Api(server)
-    try:
+    with serving(tmp_path_factory.mktemp("traced") / "guard-data", env=traced_env(receiver)) as api:
         yield api
-    finally:
-        api.close()
-        server.kill()
 
 
 def one(receiver: OtlpReceiver, name: str, action_id: str, agent_id: str) -> Span:
