@@ -39,6 +39,7 @@ from agents_runtime.core.state import (
     parse_line,
     recalled,
     request_line,
+    scars_gone,
     status_code,
 )
 from agents_runtime.core.vocabulary import ActionStatus, Decision
@@ -130,10 +131,19 @@ def scar(value: Scar) -> Json:
     return out
 
 
-def status(state: AgentState) -> Json:
+def _scar_gone(lines: Lines, seq: int) -> Json:
+    """A scar that left memory, from its ``scar`` record (as its fold reads it)."""
+    record = parse_line(lines, seq)
+    return scar(Scar(seq, record["severity"], record["reason"], record.get("action_id")))
+
+
+def status(state: AgentState, lines: Lines) -> Json:
     """The agent's status as ``state`` has it now: call it right after the
-    command whose answer it is (a later command changes ``state``)."""
+    command whose answer it is (a later command changes ``state``).
+    ``lines`` holds the records of the scars that left memory."""
     policy = state.policy
+    scars = [_scar_gone(lines, seq) for seq in scars_gone(state)]
+    scars.extend(scar(s) for s in state.scars)
     return {
         "agent_id": state.agent_id,
         "alive": state.alive,
@@ -143,7 +153,7 @@ def status(state: AgentState) -> Json:
         "remaining": state.remaining,
         "scar_score": state.scar_score,
         "scar_limit": policy.scar_limit if policy is not None else None,
-        "scars": [scar(s) for s in state.scars],
+        "scars": scars,
         "actions_allowed": state.actions_allowed,
         "actions_denied": state.actions_denied,
         "actions_pending": len(state.pending),
@@ -471,7 +481,7 @@ RENDERS: dict[Any, Any] = {
 
 
 def _status(state: AgentState, reply: AgentState, now: float, lines: Lines) -> Json:
-    return status(state)
+    return status(state, lines)
 
 
 def _decision(state: AgentState, reply: Decided, now: float, lines: Lines) -> Json:

@@ -388,7 +388,13 @@ COMMAND_ENTRIES = (
     CommandEntry(command=RequestAction, writes=request_action, view=None, reads=request_reads),
     CommandEntry(command=GetAction, writes=None, view=get_action, reads=get_action_reads),
     CommandEntry(command=FindAction, writes=None, view=find_action, reads=None),
-    CommandEntry(command=ReportOutcome, writes=report_outcome, view=None, reads=report_reads),
+    CommandEntry(
+        command=ReportOutcome,
+        writes=report_outcome,
+        view=None,
+        reads=report_reads,
+        replies_status=True,
+    ),
     # A long-poll: the actor answers it itself, when the action is decided.
     CommandEntry(command=WatchAction, writes=None, view=None, reads=None),
 )

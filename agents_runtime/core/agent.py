@@ -161,8 +161,8 @@ KIND_ENTRIES = (
 )
 
 COMMAND_ENTRIES = (
-    CommandEntry(command=SetPolicy, writes=set_policy, view=None, reads=None),
-    CommandEntry(command=GetStatus, writes=None, view=get_status, reads=None),
+    CommandEntry(command=SetPolicy, writes=set_policy, view=None, reads=None, replies_status=True),
+    CommandEntry(command=GetStatus, writes=None, view=get_status, reads=None, replies_status=True),
     CommandEntry(command=GetPolicy, writes=None, view=get_policy, reads=None),
     # The log's handle and committed head: the actor answers it itself.
     CommandEntry(command=GetLogView, writes=None, view=None, reads=None),

@@ -57,6 +57,11 @@ VIEWS: dict[type, Handler] = {
 READS: dict[type, Reads] = {
     command: entry.reads for command, entry in COMMANDS.items() if entry.reads is not None
 }
+# The commands whose reply is the agent's status: it quotes every scar, the
+# lines of those that left memory read beforehand too.
+REPLIES_STATUS: frozenset[type] = frozenset(
+    command for command, entry in COMMANDS.items() if entry.replies_status
+)
 
 
 def finish_interrupted(state: AgentState) -> Steps:

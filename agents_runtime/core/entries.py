@@ -212,6 +212,9 @@ class CommandEntry:
     # The seqs of the earlier lines the reply quotes, read from the store
     # before the handler runs (``behaviour.READS``); None: it quotes none.
     reads: Reads | None = attrs.field()
+    # Its reply is the agent's status, which lists every scar: those that
+    # left memory (``state.scars_gone``) are read for it as ``reads`` are.
+    replies_status: bool = attrs.field(default=False)
 
     @command.validator
     def _is_a_command(self, _: attrs.Attribute[Any], value: type[Command]) -> None:

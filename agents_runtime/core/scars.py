@@ -118,4 +118,6 @@ KIND_ENTRIES = (
     ),
 )
 
-COMMAND_ENTRIES = (CommandEntry(command=AddScar, writes=scar, view=None, reads=None),)
+COMMAND_ENTRIES = (
+    CommandEntry(command=AddScar, writes=scar, view=None, reads=None, replies_status=True),
+)

@@ -245,6 +245,9 @@ class Evicted:
     # is the seq ``late_seqs[i]`` about action ``late_actions[i]``.
     late_actions: array[int] = attrs.field(factory=lambda: array("q"))
     late_seqs: array[int] = attrs.field(factory=lambda: array("q"))
+    # The seqs of the scars that left memory with them (oldest first): a
+    # status reads their records (``scars_gone``).
+    scars: array[int] = attrs.field(factory=lambda: array("q"))
 
 
 @attrs.define(slots=True)
@@ -258,7 +261,7 @@ class AgentState:
     # budget - spent; spent is derived from it, since every request reads
     # remaining several times and only a status reads spent.
     remaining: Decimal = ZERO
-    scars: list[Scar] = attrs.field(factory=list)
+    scars: list[Scar] = attrs.field(factory=list)  # the latest; older ones: scars_gone
     scar_score: int = 0
     # The latest actions (at least ``recent_actions`` of them, at most
     # twice that) keep where they stand: action n (act-n) is at index
@@ -422,10 +425,19 @@ def known_action(state: AgentState, action_id: str) -> int:
 
 def evict(state: AgentState, keep: int, seq: int) -> None:
     """Let all but the latest ``keep`` actions leave memory, at the record
-    ``seq``: their seq and status, and the held ones no longer pending. Runs
+    ``seq``: their seq and status, the held ones no longer pending, and all
+    but the latest ``keep`` scars. Runs
     in the fold of a request once the latest reach twice ``keep`` (and when
     the setting changes at a start), so live and at replay at the same
     records, and costs O(1) per request amortised."""
+    scars = state.scars
+    if len(scars) > keep:
+        # Scars leave with the actions (so at the same records), all but the
+        # latest ``keep``: a long history of them is not carried in memory,
+        # nor copied whenever the state is.
+        leaving = len(scars) - keep
+        _evicted(state).scars.extend(s.seq for s in scars[:leaving])
+        del scars[:leaving]
     seqs = state.action_seqs
     # The newest action stays: its decision's fold follows its request's.
     count = len(seqs) - max(keep, 1)
@@ -448,6 +460,13 @@ def evict(state: AgentState, keep: int, seq: int) -> None:
             gone.append(action_id)
     for action_id in gone:
         del state.held[action_id]
+
+
+def scars_gone(state: AgentState) -> array[int] | tuple[()]:
+    """The seqs of the scars that left memory, oldest first (all before
+    ``state.scars``): the lines a status reads."""
+    evicted = state.evicted
+    return () if evicted is None else evicted.scars
 
 
 def note_late(state: AgentState, n: int, seq: int) -> None:

@@ -109,4 +109,6 @@ KIND_ENTRIES = (
     ),
 )
 
-COMMAND_ENTRIES = (CommandEntry(command=Terminate, writes=terminate, view=None, reads=None),)
+COMMAND_ENTRIES = (
+    CommandEntry(command=Terminate, writes=terminate, view=None, reads=None, replies_status=True),
+)

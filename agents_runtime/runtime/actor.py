@@ -45,6 +45,7 @@ from agents_runtime.core import commands as c
 from agents_runtime.core.behaviour import (
     NO_LINES,
     READS,
+    REPLIES_STATUS,
     VIEWS,
     WRITERS,
     expire_due,
@@ -64,6 +65,7 @@ from agents_runtime.core.state import (
     parse_ts,
     recall,
     recalled,
+    scars_gone,
 )
 from agents_runtime.errors import (
     AgentError,
@@ -477,11 +479,16 @@ class AgentActor:
             assert future is not None
             try:
                 lines = NO_LINES
-                reads = READS.get(type(command))
+                kind = type(command)
+                reads = READS.get(kind)
                 if reads is not None:
                     seqs = reads(self.state, command)
                     if seqs:
                         lines = await self._lines(seqs)
+                if kind in REPLIES_STATUS:
+                    gone = scars_gone(self.state)
+                    if gone:
+                        lines = {**lines, **(await self._lines(gone))}
                 answers.append((future, self._handle(command, now, lines)))
             except AgentError as exc:
                 errors.append((future, exc))

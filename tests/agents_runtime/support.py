@@ -198,7 +198,7 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
     are its log's (the views quote them)."""
     numbers = range(1, state.action_count + 1)
     view = {
-        "status": views.status(state),
+        "status": views.status(state, lines),
         "actions": [views.action(state, n, lines) for n in numbers],
         "pending": [views.pending_entry(a) for a in state.pending.values()],
         "first_decisions": [

@@ -169,7 +169,7 @@ async def test_every_reply_and_rendering_fits_its_shape(
 
         for scar in state.scars:
             check(replies.Scar, views.scar(scar))
-        check(replies.AgentStatus, views.status(state), await ask(c.GetStatus()))
+        check(replies.AgentStatus, views.status(state, lines), await ask(c.GetStatus()))
         check(replies.AgentStatus, outcome)
         check(replies.AgentStatus, scarred)
         assert state.policy is not None
@@ -188,7 +188,7 @@ async def test_every_reply_and_rendering_fits_its_shape(
         failed = views.verify_report(_failed(report, failure))
         check(replies.VerifyReport, failed)
 
-    status = views.status(state)
+    status = views.status(state, lines)
     check(replies.CreatedAgent, views.created_agent(status, "agt_agent-1." + "A" * 43))
     check(replies.Token, views.token("agt_agent-1." + "A" * 43))
     active = views.active_agent("agent-1", status)

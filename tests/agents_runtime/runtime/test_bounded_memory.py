@@ -268,3 +268,40 @@ async def test_per_action_data_stays_within_twice_the_recent_actions(tmp_path: P
         assert list(state.pending) == ["act-1"]
     finally:
         await registry.stop()
+
+
+async def test_scars_that_left_memory_are_listed_in_every_status_on_both_stores(
+    make_store: OPEN, tmp_path: Path
+) -> None:
+    async with _running(make_store, tmp_path, 10_000) as registry:
+        tools = {"read": {"cost": 0}}
+        await registry.create(AGENT, policy(budget=Decimal(10), scar_limit=1000, tools=tools))
+        ref = registry.ref(AGENT)
+        for n in range(1, 9):
+            allowed = await ref.ask(c.RequestAction(tool="read"))
+            await ref.ask(c.ReportOutcome(allowed["action_id"], "failure", "agent"))  # a scar
+            await ref.ask(c.RequestAction(tool="write"))  # denied: a scar of its own
+            await ref.ask(c.AddScar("minor", f"scar {n}", allowed["action_id"]))
+        state = registry.actors[AGENT].state
+        assert state.evicted is not None
+        assert len(state.evicted.scars) > len(state.scars)  # most of them left memory
+        status = await ref.ask(c.GetStatus())
+        scars = status["scars"]
+        assert len(scars) == 24
+        assert [s["seq"] for s in scars] == sorted(s["seq"] for s in scars)
+        assert scars[2] == {
+            "seq": scars[2]["seq"],
+            "severity": "minor",
+            "reason": "scar 1",
+            "action_id": "act-1",
+        }
+        # Every reply that is the status lists them all, each time.
+        assert (await ref.ask(c.AddScar("minor", "one more")))["scars"][:24] == scars
+        await registry.save_checkpoints()
+    # From genesis twice (the second writing a snapshot), then from that snapshot.
+    for snapshots in (10_000, 1, 1):
+        async with _running(make_store, tmp_path, snapshots) as registry:
+            again = await registry.ref(AGENT).ask(c.GetStatus())
+            assert again["scars"][:24] == scars
+            assert len(again["scars"]) == 25
+            await registry.save_snapshots()
