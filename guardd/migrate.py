@@ -193,6 +193,8 @@ async def _copy_all(data_dir: DataDir, ring: KeyRing, store: PgStore, out: TextI
             records += len(lines) - len(held)
             there = f", {len(held)} were there" if held else ""
             print(f"copied: {agent_id} ({len(lines) - len(held)} records{there})", file=out)
+        if records:
+            await store.analyze()
     finally:
         await store.aclose()
     print(

@@ -167,3 +167,10 @@ async def test_a_snapshot_is_replaced_by_a_newer_one_only(store: PgStore) -> Non
     # Another node's older one (it lost the race) leaves the newer in place.
     await asyncio.to_thread(store.write_snapshot, "snap-a", 7, b"seven\n")
     assert await asyncio.to_thread(store.read_snapshot, "snap-a") == b"nine\n"
+
+
+async def test_the_store_s_connections_never_compile_a_statement(store: PgStore) -> None:
+    # Its statements touch a few rows by key; on a large table the cost
+    # estimate set off compiling (JIT), which took longer than the statement.
+    pool = await store.serving_pool()
+    assert await pool.fetchval("show jit") == "off"
