@@ -94,6 +94,9 @@ MAILBOX_SIZE = 1024
 MAX_BATCH = 256
 # Lines a recall of an action that left memory reads from the store at once.
 RECALL_PAGE = 4096
+# Rows after the last rebuilt state beyond which a rebuild starts from the
+# store's snapshot instead (a newer one may be there; either is verified).
+REBUILT_REACH = 10_000
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 Clock = Callable[[], float]
@@ -231,11 +234,12 @@ class AgentActor:
         # a rebuild starts from it. The seq it started from, last time.
         self.read_snapshot: Callable[[str], bytes | None] | None = None
         self.rebuilt_from: int | None = None
-        # The snapshot the last rebuild opened: its bytes, head and state
-        # (pickled). While the store's snapshot is those same bytes, a lost
-        # race starts from the copy instead of checking the signature and
-        # converting the JSON again (tens of ms on a long history).
-        self._opened: tuple[bytes, Head, bytes] | None = None
+        # The state the last rebuild reached, at its committed head
+        # (pickled): the next lost race starts from this copy and folds only
+        # the rows written since, instead of reading the snapshot again
+        # (megabytes on a long history), checking its signature and
+        # converting its JSON, then folding every row after it.
+        self._rebuilt: tuple[Head, bytes] | None = None
 
     # -- records -------------------------------------------------------------
 
@@ -571,9 +575,9 @@ class AgentActor:
 
     async def rebuild(self, upto: Committed) -> Failure | None:
         # Read and fold off the event loop: the other agents' batches go on
-        # meanwhile. From the agent's snapshot and the rows after it when
-        # they reach ``upto``; else the whole log, which must still reach
-        # ``upto`` unchanged (and says how it does not).
+        # meanwhile. From the last rebuilt state or the agent's snapshot and
+        # the rows after it when they reach ``upto``; else the whole log,
+        # which must still reach ``upto`` unchanged (and says how it does not).
         rebuilt = await asyncio.to_thread(self._from_snapshot, upto)
         if rebuilt is not None:
             state, self.committed = rebuilt
@@ -585,7 +589,6 @@ class AgentActor:
         if loaded.state is None:
             assert loaded.failure is not None
             return loaded.failure
-        keep_recent(loaded.state, self.state.recent_actions)
         self.state = loaded.state
         self.committed = Committed(loaded.state.head, contents.valid_length)
         self._deadline = next_deadline(self.state)
@@ -593,31 +596,38 @@ class AgentActor:
         return None
 
     def _from_snapshot(self, upto: Committed) -> tuple[AgentState, Committed] | None:
-        """The state at ``upto`` from the agent's snapshot and the records
-        after it, each verified (chain from the snapshot's signed head, key),
-        with ``upto``; or, when the snapshot is ahead of ``upto`` (another
-        node wrote it), the snapshot's state and head once the rows from
-        ``upto`` to it are verified (new here: signatures included). None
-        when there is no usable snapshot or the rows do not reach ``upto``
-        (or the snapshot's head) exactly: the whole log then decides.
-        Blocking."""
+        """The state at ``upto`` from the last rebuilt state or the agent's
+        snapshot and the records after it, each verified (chain from the
+        start's head, key), with ``upto``; or, when the snapshot is ahead of
+        ``upto`` (another node wrote it), the snapshot's state and head once
+        the rows from ``upto`` to it are verified (new here: signatures
+        included). None when neither is usable or the rows do not reach
+        ``upto`` (or the snapshot's head) exactly: the whole log then
+        decides. The state reached is kept (pickled) for the next. Blocking."""
+        rebuilt = self._rebuilt
+        found = None
+        if rebuilt is not None and 0 <= upto.head.seq - rebuilt[0].seq <= REBUILT_REACH:
+            head, copy = rebuilt
+            found = self._fold_after(head, pickle.loads(copy), upto)  # noqa: S301 (our own)
+        if found is None:
+            found = self._from_stored_snapshot(upto)
+        if found is not None:
+            state, committed = found
+            self._rebuilt = (committed.head, pickle.dumps(state, _PICKLE))
+        return found
+
+    def _from_stored_snapshot(self, upto: Committed) -> tuple[AgentState, Committed] | None:
         agent_id = self.state.agent_id
-        retention = self.state.idempotency_retention
         try:
             data = None if self.read_snapshot is None else self.read_snapshot(agent_id)
             if data is None:
                 return None
-            opened = self._opened
-            if opened is not None and opened[0] == data:
-                head, state = opened[1], pickle.loads(opened[2])  # noqa: S301 (our own copy)
-            else:
-                snapshot = open_snapshot(data, self.public_key, agent_id)
-                state, _ = snapshot_state(agent_id, snapshot, retention)
-                if state is None:
-                    return None
-                keep_recent(state, self.state.recent_actions)  # before the fold, as replay does
-                head = snapshot.head
-                self._opened = (data, head, pickle.dumps(state, pickle.HIGHEST_PROTOCOL))
+            snapshot = open_snapshot(data, self.public_key, agent_id)
+            state, _ = snapshot_state(agent_id, snapshot, self.state.idempotency_retention)
+            if state is None:
+                return None
+            keep_recent(state, self.state.recent_actions)  # before the fold, as replay does
+            head = snapshot.head
             if head.seq > upto.head.seq:
                 ahead = Committed(head, upto.size)
                 lines = self.log.read_after(upto.head.seq, ahead)
@@ -634,17 +644,27 @@ class AgentActor:
                     return None
                 self.rebuilt_from = head.seq
                 return state, Committed(head, upto.size + sum(len(x) + 1 for x in lines))
+        except (LogReadError, SnapshotError, VerificationError, KeyError, TypeError, ValueError):
+            return None
+        return self._fold_after(head, state, upto)
+
+    def _fold_after(
+        self, head: Head, state: AgentState, upto: Committed
+    ) -> tuple[AgentState, Committed] | None:
+        """``state`` (verified, at ``head``) brought to ``upto`` by the rows
+        after ``head``, each verified; None when they do not reach it."""
+        try:
             lines = self.log.read_after(head.seq, upto)
             verifier = ChainVerifier.following(
                 head,
                 public_key=self.public_key,
-                log_id=agent_id,
+                log_id=state.agent_id,
                 signer=self.signer,
                 checkpoint=_verified(upto),
             )
             for line in lines:
                 apply(state, verifier.feed(line))
-        except (LogReadError, SnapshotError, VerificationError, KeyError, TypeError, ValueError):
+        except (LogReadError, VerificationError, KeyError, TypeError, ValueError):
             return None
         if state.head != upto.head:
             return None
@@ -652,9 +672,11 @@ class AgentActor:
         return state, upto
 
     def _reload(self, upto: Committed) -> Loaded:
+        """The whole log verified and folded (its state trimmed to this
+        actor's setting), the state kept for the next rebuild. Blocking."""
         contents = self.log.read(upto)
         agent_id = self.state.agent_id
-        return replay(
+        loaded = replay(
             agent_id,
             contents,
             self.public_key,
@@ -663,6 +685,10 @@ class AgentActor:
             idempotency_retention=self.state.idempotency_retention,
             recent_actions=self.state.recent_actions,
         )
+        if loaded.state is not None:
+            keep_recent(loaded.state, self.state.recent_actions)
+            self._rebuilt = (loaded.state.head, pickle.dumps(loaded.state, _PICKLE))
+        return loaded
 
     def quarantine(self, failure: Failure) -> str:
         """This agent serves no more (the registry lists it as quarantined,

@@ -101,7 +101,7 @@ async def test_a_rebuild_starts_from_the_snapshot_and_folds_the_rows_after_it(
         assert actor.state.action_count == 6
 
 
-async def test_a_lost_race_again_starts_from_the_copy_of_the_snapshot_it_opened(
+async def test_a_lost_race_again_starts_from_the_state_the_last_rebuild_reached(
     make_store: OPEN, tmp_path: Path
 ) -> None:
     async with _running(make_store, tmp_path) as registry:
@@ -114,21 +114,56 @@ async def test_a_lost_race_again_starts_from_the_copy_of_the_snapshot_it_opened(
         store = registry.store
         key = registry.ring.public_key
         assert await actor.rebuild(actor.committed) is None
-        opened = actor._opened
-        assert opened is not None
+        reached = actor.committed.head
         await _serve(registry, 2)
         assert await actor.rebuild(actor.committed) is None
-        assert actor._opened is opened  # the same snapshot: not opened again
+        assert actor.rebuilt_from == reached.seq  # not the snapshot's, nor genesis
         assert actor.state == replay(AGENT, await asyncio.to_thread(store.read, AGENT), key).state
-        # A snapshot the store holds now in its place is opened, and checked:
-        # one forged without the key is not used, the copy neither.
-        snapshot = open_snapshot(opened[0], key, AGENT)
-        bad = seal_snapshot(AGENT, snapshot.head, SCHEMA, snapshot.state, Signer(b"\7" * 32))
-        await asyncio.to_thread(store.write_snapshot, AGENT, snapshot.head.seq + 1, bad)
-        await _serve(registry, 1)
+        # A rebuild with nothing new since starts from it as well.
+        reached = actor.committed.head
         assert await actor.rebuild(actor.committed) is None
-        assert actor.rebuilt_from is None  # the whole log
-        assert actor.state == replay(AGENT, await asyncio.to_thread(store.read, AGENT), key).state
+        assert actor.rebuilt_from == reached.seq
+        await _serve(registry, 1)
+        assert actor.state.action_count == 8
+
+
+async def test_a_record_changed_after_the_rebuilt_state_is_found_by_the_next_rebuild(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The copy vouches for the records up to its head only: one changed
+    after it fails the chain from there, and the rebuild says so (a gap)
+    as one from the snapshot or genesis would."""
+    from agents_runtime.log.postgres.store import PgStore
+    from tests.support.postgres import run_sql
+
+    write_test_keys(tmp_path)
+    first = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+    first.prepare()
+    first.close()
+
+    def make_store() -> LogStore:
+        return PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
+
+    async with _running(make_store, tmp_path) as registry:
+        await registry.create(AGENT, policy(budget=Decimal(100)))
+        await _serve(registry, 2)
+        actor = registry.actors[AGENT]
+        assert await actor.rebuild(actor.committed) is None
+        after = actor.committed.head.seq + 1
+        await _serve(registry, 2)
+        await asyncio.to_thread(
+            run_sql,
+            postgres_dsn,
+            "update guard_logs set line = convert_to(replace(convert_from(line, 'UTF8'),"
+            " '\"read\"', '\"READ\"'), 'UTF8') where agent_id = $1"
+            " and seq = $2",
+            AGENT,
+            after,
+        )
+        failure = await actor.rebuild(actor.committed)
+        assert failure is not None
+        assert failure.seq == after
+        assert failure.reason == "hash does not match content"
 
 
 @pytest.mark.parametrize("snapshot", [False, True], ids=["from-genesis", "from-snapshot"])
