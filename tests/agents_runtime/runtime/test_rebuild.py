@@ -55,14 +55,18 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> OPEN:
     if request.param == "files":
         DataDir(tmp_path).prepare()
         return lambda: FileStore(DataDir(tmp_path))
+    return _postgres(request.getfixturevalue("postgres_dsn"), tmp_path)
+
+
+def _postgres(dsn: str, root: Path) -> OPEN:
+    """A prepared database with this data dir's keys: how to open its store."""
     from agents_runtime.log.postgres.store import PgStore
 
-    dsn = request.getfixturevalue("postgres_dsn")
-    write_test_keys(tmp_path)
-    store = PgStore(dsn, checkpoint_dir=tmp_path / "checkpoints")
+    write_test_keys(root)
+    store = PgStore(dsn, checkpoint_dir=root / "checkpoints")
     store.prepare()
     store.close()
-    return lambda: PgStore(dsn, checkpoint_dir=tmp_path / "checkpoints")
+    return lambda: PgStore(dsn, checkpoint_dir=root / "checkpoints")
 
 
 async def _serve(registry: Registry, requests: int) -> None:
@@ -133,17 +137,9 @@ async def test_a_record_changed_after_the_rebuilt_state_is_found_by_the_next_reb
     """The copy vouches for the records up to its head only: one changed
     after it fails the chain from there, and the rebuild says so (a gap)
     as one from the snapshot or genesis would."""
-    from agents_runtime.log.postgres.store import PgStore
     from tests.support.postgres import run_sql
 
-    write_test_keys(tmp_path)
-    first = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-    first.prepare()
-    first.close()
-
-    def make_store() -> LogStore:
-        return PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-
+    make_store = _postgres(postgres_dsn, tmp_path)
     async with _running(make_store, tmp_path) as registry:
         await registry.create(AGENT, policy(budget=Decimal(100)))
         await _serve(registry, 2)
@@ -175,17 +171,9 @@ async def test_a_rebuild_checks_the_hashes_of_records_this_node_verified_not_the
     race) holds them to the head's hash only. A signature replaced behind the
     node, the record's content and hash unchanged, is not read again."""
     from agents_runtime.log import canonical
-    from agents_runtime.log.postgres.store import PgStore
     from tests.support.postgres import run_sql
 
-    write_test_keys(tmp_path)
-    first = PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-    first.prepare()
-    first.close()
-
-    def make_store() -> LogStore:
-        return PgStore(postgres_dsn, checkpoint_dir=tmp_path / "checkpoints")
-
+    make_store = _postgres(postgres_dsn, tmp_path)
     async with _running(make_store, tmp_path) as registry:
         await registry.create(AGENT, policy(budget=Decimal(100)))
         await _serve(registry, 3)
