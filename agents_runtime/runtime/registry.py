@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import gc
 import logging
 import multiprocessing
 import os
@@ -975,6 +976,13 @@ def _load_logs(
         if context.get_start_method() == "fork":
             prepare_reading()  # inherited by every worker, not built in each
         pool = ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context)
+        # The cyclic collector is paused while the workers' states come in:
+        # this process only unpickles and adopts them, which makes no
+        # garbage cycles, while every state adopted lives on; each full
+        # collection walked all of them again (a third of this process's
+        # CPU time at 1,000 agents of 1,000 records).
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             results = pool.map(
                 _load_task,
@@ -992,6 +1000,8 @@ def _load_logs(
             log.warning("verifying logs in worker processes failed (%s); going on here", exc)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            if collecting:
+                gc.enable()
     for agent_id, checkpoint in zip(ids[done:], checkpoints[done:], strict=True):
         yield load(
             store,

@@ -3,6 +3,7 @@ one process decides: the same states, quarantines, torn tails and files."""
 
 from __future__ import annotations
 
+import gc
 import shutil
 import threading
 from collections.abc import Iterator
@@ -164,6 +165,32 @@ def test_loading_in_spawned_workers_decides_as_loading_alone(
 ) -> None:
     _assert_parallel_matches(damaged_dir, tmp_path)
     assert small_tasks == ["spawn"]
+
+
+def test_no_collection_runs_while_the_workers_states_are_adopted(
+    damaged_dir: Path, tmp_path: Path, small_tasks: list[str]
+) -> None:
+    """Every state adopted lives on: a full collection walking them all again
+    is wasted work, and the collector is on again once they are in."""
+    shutil.copytree(damaged_dir, tmp_path / "data")
+    collections: list[str] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(phase)
+
+    gc.collect()  # nothing pending from earlier tests
+    gc.callbacks.append(count)
+    try:
+        registry, summary = _load(tmp_path / "data", workers=2)
+    finally:
+        gc.callbacks.remove(count)
+    assert small_tasks == ["fork"]
+    assert summary.loaded == len(GOOD) + 2
+    assert collections == []
+    assert gc.isenabled()
+    for actor in registry.actors.values():
+        actor.log.close()
 
 
 def test_few_logs_are_loaded_without_workers(damaged_dir: Path, tmp_path: Path) -> None:
