@@ -51,7 +51,8 @@ MAX_RUN = 1 << 14
 @attrs.define(slots=True)
 class KeyRun:
     """Keys sorted by digest: entry i is ``digests[i]``, asked for action
-    ``numbers[i]`` at ``times[i]``."""
+    ``numbers[i]`` at ``times[i]``. Never changed once built (a merge builds
+    a new run): copies of the state share runs (runtime/statecopy.py)."""
 
     digests: array[int] = attrs.field(factory=lambda: array("Q"))
     numbers: array[int] = attrs.field(factory=lambda: array("q"))

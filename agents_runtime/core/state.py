@@ -172,8 +172,9 @@ class Action:
         return self.request["requested_cost"]  # type: ignore[no-any-return]
 
 
-@attrs.define(slots=True)
+@attrs.frozen(slots=True)
 class Scar:
+    # Frozen: copies of the state share scars (runtime/statecopy.py).
     seq: int
     severity: str  # a Severity, as its record has it
     reason: str
@@ -229,7 +230,11 @@ class Shadow:
 
 @attrs.define(slots=True)
 class Evicted:
-    """The actions that left memory (``evict``) and where their records are."""
+    """The actions that left memory (``evict``) and where their records are.
+
+    Every field is an array that only grows (appended to, never changed or
+    shortened): the copy a rebuild starts from shares them with the live
+    state and keeps their lengths (agents_runtime/runtime/statecopy.py)."""
 
     # One entry per eviction, which lets the actions before ``to[k]`` leave
     # memory: ``at[k]``, the seq of the record whose fold ran it, and

@@ -11,6 +11,7 @@ Public modules (``__all__``)::
     registry   Registry: every agent's actor, loaded at start or on first use, created on demand
     actor      the agent actor and AgentRef, the handle callers ask
     replay     rebuilding an agent's state from its log: verify, then fold
+    statecopy  the copy of a state that a lost race's rebuild starts from
 
 ``mailbox`` (an actor's bounded mailbox) is the actor's own; ``tasks`` (the
 registry's tasks, each ended by cancellation at its stop) the registry's.
@@ -21,4 +22,4 @@ write) is the store's (``AgentLog.run_batch``); what a command does goes in
 ``agents_runtime.core``, not here.
 """
 
-__all__ = ["actor", "registry", "replay"]
+__all__ = ["actor", "registry", "replay", "statecopy"]

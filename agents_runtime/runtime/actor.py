@@ -85,6 +85,7 @@ from agents_runtime.log.store import AgentLog, Answers, Batch, Committed, Errors
 from agents_runtime.log.verify import ChainVerifier, Checkpoint
 from agents_runtime.runtime.mailbox import Mailbox
 from agents_runtime.runtime.replay import Loaded, quarantine_message, replay, snapshot_state
+from agents_runtime.runtime.statecopy import StateCopy, copy_state, restore
 
 log = logging.getLogger("agents_runtime.runtime.actor")
 
@@ -234,12 +235,12 @@ class AgentActor:
         # a rebuild starts from it. The seq it started from, last time.
         self.read_snapshot: Callable[[str], bytes | None] | None = None
         self.rebuilt_from: int | None = None
-        # The state the last rebuild reached, at its committed head
-        # (pickled): the next lost race starts from this copy and folds only
-        # the rows written since, instead of reading the snapshot again
-        # (megabytes on a long history), checking its signature and
-        # converting its JSON, then folding every row after it.
-        self._rebuilt: tuple[Head, bytes] | None = None
+        # The state the last rebuild reached, at its committed head: the next
+        # lost race starts from this copy and folds only the rows written
+        # since, instead of reading the snapshot again (megabytes on a long
+        # history), checking its signature and converting its JSON, then
+        # folding every row after it.
+        self._rebuilt: StateCopy | None = None
 
     # -- records -------------------------------------------------------------
 
@@ -603,17 +604,15 @@ class AgentActor:
         the rows from ``upto`` to it are verified (new here: signatures
         included). None when neither is usable or the rows do not reach
         ``upto`` (or the snapshot's head) exactly: the whole log then
-        decides. The state reached is kept (pickled) for the next. Blocking."""
+        decides. The state reached is kept (``copy_state``) for the next. Blocking."""
         rebuilt = self._rebuilt
         found = None
-        if rebuilt is not None and 0 <= upto.head.seq - rebuilt[0].seq <= REBUILT_REACH:
-            head, copy = rebuilt
-            found = self._fold_after(head, pickle.loads(copy), upto)  # noqa: S301 (our own)
+        if rebuilt is not None and 0 <= upto.head.seq - rebuilt.head.seq <= REBUILT_REACH:
+            found = self._fold_after(rebuilt.head, restore(rebuilt), upto)
         if found is None:
             found = self._from_stored_snapshot(upto)
         if found is not None:
-            state, committed = found
-            self._rebuilt = (committed.head, pickle.dumps(state, _PICKLE))
+            self._rebuilt = copy_state(found[0])
         return found
 
     def _from_stored_snapshot(self, upto: Committed) -> tuple[AgentState, Committed] | None:
@@ -687,7 +686,7 @@ class AgentActor:
         )
         if loaded.state is not None:
             keep_recent(loaded.state, self.state.recent_actions)
-            self._rebuilt = (loaded.state.head, pickle.dumps(loaded.state, _PICKLE))
+            self._rebuilt = copy_state(loaded.state)
         return loaded
 
     def quarantine(self, failure: Failure) -> str:

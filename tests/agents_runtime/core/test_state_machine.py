@@ -17,8 +17,10 @@ step to completion on it; the loop is closed in ``teardown``.
 from __future__ import annotations
 
 import asyncio
+import pickle
 import shutil
 import tempfile
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from agents_runtime.core import commands as c
 from agents_runtime.core.policy import Policy, parse_policy
+from agents_runtime.core.records import apply
 from agents_runtime.core.snapshot import SCHEMA, state_json
 from agents_runtime.core.state import IN_ORDER, AgentState, expired_actions, parse_ts
 from agents_runtime.core.vocabulary import Severity
@@ -40,8 +43,10 @@ from agents_runtime.log.files.logfile import read_log
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.snapshot import open_snapshot, seal_snapshot
 from agents_runtime.log.store import LogContents
+from agents_runtime.log.verify import ChainVerifier
 from agents_runtime.runtime.registry import Registry
 from agents_runtime.runtime.replay import replay
+from agents_runtime.runtime.statecopy import copy_state, restore
 from audit.replay import replay_records
 from audit.whatif import final_decisions, what_if
 from guardd import views
@@ -74,6 +79,21 @@ IN_ORDER_FIELDS = [f.name for f in attrs.fields(AgentState) if f.metadata.get(IN
 SEVERITIES = tuple(severity.value for severity in Severity)
 # Mostly light scars, so that agents live long enough to do interesting things.
 SCARS = ("minor", "minor", "minor", "moderate", "moderate", "severe", "fatal")
+
+
+def assert_same_state(state: AgentState, expected: AgentState, lines: dict[int, bytes]) -> None:
+    assert state == expected
+    # == on dicts ignores their order, which a fold reads in these.
+    for name in IN_ORDER_FIELDS:
+        assert list(getattr(state, name)) == list(getattr(expected, name))
+    assert snapshot(state, lines) == snapshot(expected, lines)
+
+
+def fold_on(state: AgentState, lines: Sequence[bytes], public_key: bytes) -> None:
+    """Fold the records after ``state``'s head into it, as a live actor does."""
+    verifier = ChainVerifier.following(state.head, public_key=public_key, log_id=AGENT)
+    for line in lines:
+        apply(state, verifier.feed(line))
 
 
 # Rules of every effect, reading input, history (tags, their times, calls),
@@ -296,11 +316,19 @@ class AgentMachine(RuleBasedStateMachine):
                 recent_actions=RECENT,
             )
             assert (loaded.snapshot_seq, loaded.snapshot_problem) == (cut, None)
-            assert loaded.state == whole.state
-            # == on dicts ignores their order, which a fold reads in these.
-            for name in IN_ORDER_FIELDS:
-                assert list(getattr(loaded.state, name)) == list(getattr(whole.state, name))
-            assert snapshot(loaded.state, lines) == snapshot(whole.state, lines)
+            assert_same_state(loaded.state, whole.state, lines)
+            # The copy a lost race's rebuild starts from: taken here, while
+            # the state it shares parts with folds on to the end (as the
+            # live one runs ahead), it restores what a whole copy taken here
+            # holds, and folds on to the end as the state did.
+            whole_copy = pickle.loads(pickle.dumps(prefix.state))  # noqa: S301 (our own)
+            copy = copy_state(prefix.state)
+            fold_on(prefix.state, contents.lines[cut + 1 :], public_key)
+            assert_same_state(prefix.state, whole.state, lines)
+            restored = restore(copy)
+            assert_same_state(restored, whole_copy, lines)
+            fold_on(restored, contents.lines[cut + 1 :], public_key)
+            assert_same_state(restored, whole.state, lines)
 
     def check_audit_replay(self) -> None:
         """audit replay on the log this example produced: every record is what
