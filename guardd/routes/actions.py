@@ -210,5 +210,8 @@ async def cancel(
         return json_response(await ref.ask(command))
     started = time_ns()
     reply = await ref.ask(command)
-    tracer.approval("cancel", ref.agent_id, action_id, reply, started, request.headers, by=who.role)
+    # Who withdrew it, as approve and reject name their operator: the agent
+    # itself, or the operator (the role when the operator gave no name).
+    name = command.by or command.role
+    tracer.approval("cancel", ref.agent_id, action_id, reply, started, request.headers, by=name)
     return json_response(reply)

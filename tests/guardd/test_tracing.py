@@ -208,6 +208,21 @@ def test_a_rejection_and_a_cancellation_link_to_their_decisions(
     assert cancelled.attributes["guard.by"] == "agent"
 
 
+def test_a_cancellation_by_an_operator_names_the_operator(
+    traced: Api, receiver: OtlpReceiver
+) -> None:
+    agent = traced.create()
+    action_id = ok(agent.act("send_email"))["action_id"]
+    issued = ok(
+        traced.admin.post("/v1/operators/tokens", json={"name": "carol", "role": "approver"}), 201
+    )
+    carol = traced.client(issued["token"])
+    ok(carol.post(f"{agent.path}/actions/{action_id}/cancel", json={"reason": "moot"}))
+
+    cancelled = one(receiver, "cancel_action guardd", action_id, agent.agent_id)
+    assert cancelled.attributes["guard.by"] == "carol"
+
+
 def test_a_claude_code_hook_call_and_its_outcome_are_traced_as_a_request_is(
     traced: Api, receiver: OtlpReceiver
 ) -> None:
