@@ -539,15 +539,8 @@ class AgentActor:
             "it accepts no writes until guardd is restarted"
         )
         # The state ran ahead of the store: rebuild it from what was committed.
-        loaded = replay(
-            self.state.agent_id,
-            self.log.read(self.committed),
-            self.public_key,
-            idempotency_retention=self.state.idempotency_retention,
-            recent_actions=self.state.recent_actions,
-        )
+        loaded = self._reload(self.committed)
         if loaded.state is not None:
-            keep_recent(loaded.state, self.state.recent_actions)
             self.state = loaded.state
         return self.fenced
 
