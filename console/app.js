@@ -466,7 +466,49 @@ async function pendingOf(agentId) {
 function renderAgents(agents) {
   syncKeyed($("agents-list"), agentRows, agents, (a) => a.agent_id, (a) => agentRow(a.agent_id, agentActions));
   show($("agents-empty"), agents.length === 0);
+  renderUnloaded(agents.filter((a) => a.state === "unloaded").map((a) => a.agent_id));
 }
+
+// ---- pending: agents not loaded on this node -------------------------------
+// guardd lists them without reading their logs (a node of a shared store, or
+// one loading on first use), so what they hold is not known here until one is
+// loaded: the inbox says so rather than look complete, and loads them on request.
+
+const LOAD_AT_ONCE = 4; // the node verifies each log it loads: a few at a time
+let unloadedIds = [];
+let loadingUnloaded = false;
+
+function renderUnloaded(ids) {
+  unloadedIds = ids;
+  const n = ids.length;
+  setText(
+    $("pending-unloaded-text"),
+    `${n} ${n === 1 ? "agent is" : "agents are"} not loaded on this node yet: ` +
+      `actions ${n === 1 ? "it holds" : "they hold"} for approval are not listed until loaded.`,
+  );
+  show($("pending-unloaded"), n > 0);
+}
+
+async function loadUnloaded() {
+  if (loadingUnloaded) return;
+  loadingUnloaded = true;
+  const button = $("pending-load-button");
+  button.disabled = true;
+  const queue = [...unloadedIds];
+  try {
+    // Asking for an agent's pending actions loads it; the next refresh lists them.
+    const worker = async () => {
+      while (queue.length) await pendingOf(queue.shift()).catch(() => null);
+    };
+    await Promise.all(Array.from({ length: LOAD_AT_ONCE }, worker));
+  } finally {
+    loadingUnloaded = false;
+    button.disabled = false;
+    refresh();
+  }
+}
+
+$("pending-load-button").addEventListener("click", loadUnloaded);
 
 /** Cards whose action left pending without a decision made here: say what happened, once per action. */
 function settleGone(rows) {

@@ -14,7 +14,7 @@ import attrs
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.console.conftest import Console, admin, create_agent, request_action
+from tests.console.conftest import APPROVAL_POLICY, Console, admin, create_agent, request_action
 from tests.support.postgres import run_sql
 from tests.support.server import GuardServer
 
@@ -123,3 +123,26 @@ def test_verify_log_of_an_unloaded_agent_loads_it_and_shows_ok(nodes: Nodes, pag
     row.get_by_test_id("verify-button").click()
     expect(row.get_by_test_id("verify-status")).to_have_text("OK")
     expect(row.get_by_test_id("agent-state")).to_have_text("alive")
+
+
+def test_the_inbox_says_which_agents_are_not_loaded_and_loads_them_to_list_what_they_hold(
+    nodes: Nodes, page: Page
+) -> None:
+    token = create_agent(nodes.one, "holder", APPROVAL_POLICY)
+    held = request_action(nodes.one, "holder", token, "send_email", {"to": "ops"})
+    assert held["decision"] == "pending_approval"
+    create_agent(nodes.one, "idle", APPROVAL_POLICY)
+    console = Console(page, nodes.two).open_signed_in()
+    console.show_pending()
+    note = console.testid("pending-unloaded")
+    expect(console.testid("pending-unloaded-text")).to_have_text(
+        "2 agents are not loaded on this node yet: actions they hold for approval are not "
+        "listed until loaded."
+    )
+    expect(console.testid("pending-empty")).to_be_visible()
+
+    console.testid("pending-load-button").click()
+    expect(console.pending("holder", held["action_id"])).to_be_visible()
+    expect(note).to_be_hidden()
+    assert listed(nodes.two, "holder")["state"] == "active"
+    assert listed(nodes.two, "idle")["state"] == "active"
