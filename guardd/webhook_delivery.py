@@ -85,6 +85,11 @@ RESTART_AFTER = 5.0  # seconds before a webhook stopped by an unexpected error s
 SAVE_EVERY = 0.2  # seconds between two writes of a webhook's positions
 QUARANTINED_ATTEMPTS = 3  # agent.quarantined is best effort: no record says so
 TIMING_ENV = "GUARD_TEST_WEBHOOK_TIMING"  # test-only: "post_timeout=1,give_up_after=2"
+# The position of an agent a new webhook found not loaded yet, on a store
+# only this process writes: nothing is appended to its log before it is
+# loaded here, so the webhook begins at the head it is loaded at (not at its
+# first record). Saved as such until then, so a restart keeps to it.
+AT_LOAD = -2
 
 
 @attrs.frozen
@@ -259,13 +264,29 @@ class Webhook:
 
     def _start_from_heads(self) -> None:
         """A webhook seen for the first time starts at the committed heads:
-        it reports what happens from now on, not the whole history."""
+        it reports what happens from now on, not the whole history. Agents
+        not loaded yet (loading on first use) start at the head they are
+        loaded at, where only this process writes (``AT_LOAD``); on a store
+        other nodes write, at their first record (other nodes may have
+        appended to them since)."""
         exists = getattr(self.store, "exists", None)
         if self.positions or (exists is not None and exists()):
             return
-        for agent_id, actor in self.registry.actors.items():
+        registry = self.registry
+        for agent_id, actor in registry.actors.items():
             self.positions[agent_id] = actor.committed_head.seq
+        if not registry.store.others_create_agents:
+            for agent_id in registry.unloaded:
+                self.positions[agent_id] = AT_LOAD
         self._save(self._snapshot())
+
+    def _position(self, agent_id: str, actor: AgentActor) -> int:
+        """The seq of the last record passed for ``agent_id`` (-1: none)."""
+        position = self.positions.get(agent_id, -1)
+        if position == AT_LOAD:
+            position = self.positions[agent_id] = actor.loaded_seq
+            self._dirty.set()
+        return position
 
     async def _follow(self, group: asyncio.TaskGroup) -> None:
         while True:
@@ -273,7 +294,7 @@ class Webhook:
             for agent_id, actor in list(self.registry.actors.items()):
                 seen = self.read_to.get(agent_id)
                 if seen is None:
-                    seen = self.positions.get(agent_id, -1)
+                    seen = self._position(agent_id, actor)
                 if actor.committed_head.seq > seen:
                     moved = await self._read(agent_id, actor, group) or moved
             if not moved:
@@ -286,7 +307,7 @@ class Webhook:
         each other agent's)."""
         after = self.read_to.get(agent_id)
         if after is None:
-            after = self.positions.get(agent_id, -1)
+            after = self._position(agent_id, actor)
         read = actor.log.read_after
         lines = await asyncio.to_thread(read, after, actor.committed, PAGE)
         for line in lines:

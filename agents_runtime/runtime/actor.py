@@ -208,6 +208,8 @@ class AgentActor:
         # while a batch is written). Each batch committed puts the agent's
         # ID in ``moved``, the registry's set of heads to checkpoint.
         self.committed = Committed(state.head, log.size)
+        # The head the actor started at (loaded from its log, or created).
+        self.loaded_seq = state.head.seq
         self.moved = moved if moved is not None else set()
         self.public_key = public_key
         self.clock = clock

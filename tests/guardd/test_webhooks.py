@@ -292,6 +292,36 @@ def test_events_of_an_action_that_left_memory_still_name_what_was_asked(
     assert (decided["tool"], decided["decision"]) == ("send_email", "allowed")
 
 
+def test_a_new_webhook_sends_no_history_of_agents_loaded_after_it_started(
+    guardd: Callable[..., GuardServer], receiver: Receiver, tmp_path: Path
+) -> None:
+    # A history written with no webhook, each agent holding an action (an
+    # approval.required event). Loaded on first use, most agents are not yet
+    # loaded when the new webhook starts: each must be followed from the head
+    # it is loaded at, not from its first record.
+    quiet = GuardServer(tmp_path / "guard-data").start()
+    with admin(quiet) as client:
+        for n in range(100):
+            client.post("/v1/agents", json={"agent_id": f"bot-{n:03d}", "policy": POLICY})
+            client.post(f"/v1/agents/bot-{n:03d}/actions", json={"tool": "send_email"})
+    quiet.stop()
+    receiver.start()
+    server = guardd("--load-agents", "on-first-use")
+    with admin(server) as client:
+        deadline = time.monotonic() + 30
+        while any(a["state"] == "unloaded" for a in client.get("/v1/agents").json()["agents"]):
+            assert time.monotonic() < deadline, "the background sweep did not end"
+            time.sleep(0.1)
+        client.post("/v1/agents/bot-099/actions", json={"tool": "send_email"})
+    receiver.wait_for(1)
+    time.sleep(1.0)  # what else a webhook would send by now
+    sent = [
+        (p.body["type"], p.body["data"]["agent_id"], p.body["data"]["action_id"])
+        for p in receiver.got
+    ]
+    assert sent == [("approval.required", "bot-099", "act-2")]
+
+
 def test_a_quarantine_the_background_sweep_finds_is_announced(
     guardd: Callable[..., GuardServer], receiver: Receiver
 ) -> None:
