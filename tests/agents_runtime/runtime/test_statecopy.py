@@ -13,9 +13,8 @@ from agents_runtime.core.state import AgentState, Evicted, Scar
 from agents_runtime.runtime.statecopy import copy_state, restore
 
 
-def _state() -> AgentState:
-    state = AgentState("agent-1")
-    state.evicted = Evicted(
+def _evicted() -> Evicted:
+    return Evicted(
         to=array("q", [5]),
         kept_from=array("q", [9]),
         at=array("q", [11]),
@@ -23,6 +22,11 @@ def _state() -> AgentState:
         late_seqs=array("q", [12, 14]),
         scars=array("q", [4]),
     )
+
+
+def _state() -> AgentState:
+    state = AgentState("agent-1")
+    state.evicted = _evicted()
     state.old_keys = (KeyRun(array("Q", [7]), array("q", [1]), array("d", [1.5]), 1.5),)
     state.key_filters = (KeyFilter(bytearray(8), 4, 1, 1.5),)
     state.scars = [Scar(3, "minor", "slow", None), Scar(4, "severe", "leaked", "act-2")]
@@ -39,14 +43,7 @@ def test_a_restored_copy_holds_the_evicted_entries_as_they_were_when_copied() ->
 
     restored = restore(copy)
 
-    assert restored.evicted == Evicted(
-        to=array("q", [5]),
-        kept_from=array("q", [9]),
-        at=array("q", [11]),
-        late_actions=array("q", [2, 3]),
-        late_seqs=array("q", [12, 14]),
-        scars=array("q", [4]),
-    )
+    assert restored.evicted == _evicted()
     assert list(state.evicted.late_actions) == [2, 3, 4]  # the live state's, untouched
     restored.evicted.late_actions.append(9)  # nor touched by the restored state's fold
     assert list(state.evicted.late_actions) == [2, 3, 4]
