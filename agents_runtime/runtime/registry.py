@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import gc
 import logging
 import multiprocessing
@@ -89,7 +90,7 @@ from agents_runtime.log.keys import KeyRing, Signer
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, genesis_fields, seal, timestamp_micros
 from agents_runtime.log.snapshot import seal_snapshot
-from agents_runtime.log.store import UNREACHABLE, AgentLog, LogStore
+from agents_runtime.log.store import UNREACHABLE, AgentLog, LogContents, LogStore
 from agents_runtime.log.verify import CHECKPOINT_UNREADABLE, TRUNCATED, Checkpoint, Failure
 from agents_runtime.runtime.actor import (
     UNRENDERED,
@@ -227,6 +228,7 @@ class Registry:
         self._checkpointer: asyncio.Task[None] | None = None
         self._follower: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_pool: ProcessPoolExecutor | None = None  # while the sweep loads elsewhere
         # Set once the sweep has ended, or at the start when there is none.
         self._swept = asyncio.Event()
         # One writer of checkpoint files at a time, never one going backwards:
@@ -641,18 +643,19 @@ class Registry:
         return await asyncio.shield(loading)
 
     async def _discover(self, agent_id: str, swept: bool = False) -> AgentActor:
-        try:
-            contents = await asyncio.to_thread(self.store.read, agent_id)
-        except (LogReadError, OSError) as exc:  # a file store's read raises OSError
-            log.error("reading agent %s from the store failed: %s", agent_id, exc)
-            raise StoreUnavailable(UNREACHABLE) from None
-        actor = self.actors.get(agent_id)
-        if actor is not None:  # created here meanwhile
-            return actor
-        if not contents.lines and agent_id not in self.unloaded:
-            # Merely asked for by its ID: no such agent. One listed at the
-            # start goes on, and its empty log is quarantined as at a start.
-            raise NotFound(f"no agent {agent_id}")
+        # The sweep's agents are listed: only a request's needs reading first
+        # (an ID nobody created is NotFound), and the sweep's worker process
+        # reads its own (``_load_elsewhere``).
+        pool = self._sweep_pool if swept else None
+        if pool is None:
+            contents = await self._read(agent_id)
+            actor = self.actors.get(agent_id)
+            if actor is not None:  # created here meanwhile
+                return actor
+            if not contents.lines and agent_id not in self.unloaded:
+                # Merely asked for by its ID: no such agent. One listed at the
+                # start goes on, and its empty log is quarantined as at a start.
+                raise NotFound(f"no agent {agent_id}")
         ring = self.ring
         read = await asyncio.to_thread(self._checkpoint_file, agent_id)
         actor = self.actors.get(agent_id)
@@ -663,28 +666,32 @@ class Registry:
             self.unloaded.discard(agent_id)
             (self._found_swept if swept else self._found_loading).add(agent_id)
             self.ref(agent_id)  # raises Quarantined
-        snapshot, problem = await asyncio.to_thread(
-            read_snapshot, self.store, agent_id, ring.public_key
-        )
-        loaded = await asyncio.to_thread(
-            replay,
-            agent_id,
-            contents,
-            ring.public_key,
-            signer=ring.signer,
-            checkpoint=checkpoint,
-            snapshot=snapshot,
-            idempotency_retention=self.idempotency_retention,
-            recent_actions=self.recent_actions,
-        )
-        if problem is not None and loaded.snapshot_problem is None:
-            loaded = attrs.evolve(loaded, snapshot_problem=problem)
+        loaded = None if pool is None else await self._load_elsewhere(pool, agent_id, checkpoint)
+        if loaded is None:
+            if pool is not None:  # the worker process is gone: here, then
+                contents = await self._read(agent_id)
+            snapshot, problem = await asyncio.to_thread(
+                read_snapshot, self.store, agent_id, ring.public_key
+            )
+            loaded = await asyncio.to_thread(
+                replay,
+                agent_id,
+                contents,
+                ring.public_key,
+                signer=ring.signer,
+                checkpoint=checkpoint,
+                snapshot=snapshot,
+                idempotency_retention=self.idempotency_retention,
+                recent_actions=self.recent_actions,
+            )
+            if problem is not None and loaded.snapshot_problem is None:
+                loaded = attrs.evolve(loaded, snapshot_problem=problem)
         actor = self.actors.get(agent_id)
         if actor is not None:  # created here meanwhile
             return actor
         self.unloaded.discard(agent_id)
         if not self._adopt(loaded):
-            self.quarantined_bytes[agent_id] = contents.valid_length
+            self.quarantined_bytes[agent_id] = loaded.contents.valid_length
             (self._found_swept if swept else self._found_loading).add(agent_id)
             self.ref(agent_id)  # raises Quarantined
         actor = self.actors[agent_id]
@@ -702,6 +709,46 @@ class Registry:
         # A fan-out of a named policy that a crash cut short, for this agent.
         await self.fleet.catch_up([actor])
         return actor
+
+    async def _read(self, agent_id: str) -> LogContents:
+        try:
+            return await asyncio.to_thread(self.store.read, agent_id)
+        except (LogReadError, OSError) as exc:  # a file store's read raises OSError
+            log.error("reading agent %s from the store failed: %s", agent_id, exc)
+            raise StoreUnavailable(UNREACHABLE) from None
+
+    async def _load_elsewhere(
+        self, pool: ProcessPoolExecutor, agent_id: str, checkpoint: Checkpoint | None
+    ) -> Loaded | None:
+        """``load`` of one agent in the sweep's worker process, as the
+        start's workers load (``_load_task``: the state comes back, not the
+        lines); None when that process is gone (the sweep goes on here)."""
+        ring = self.ring
+        call = functools.partial(
+            _load_task,
+            self.store,
+            [(agent_id, checkpoint)],
+            ring.public_key,
+            ring.signer,
+            self.idempotency_retention,
+            self.recent_actions,
+        )
+        try:
+            [loaded] = await asyncio.get_running_loop().run_in_executor(pool, call)
+        except BrokenProcessPool as exc:
+            log.warning("loading in a worker process failed (%s); going on here", exc)
+            self._end_sweep_pool()
+            return None
+        except (LogReadError, OSError) as exc:  # a file store's read raises OSError
+            log.error("reading agent %s from the store failed: %s", agent_id, exc)
+            raise StoreUnavailable(UNREACHABLE) from None
+        return loaded
+
+    def _end_sweep_pool(self) -> None:
+        pool, self._sweep_pool = self._sweep_pool, None
+        if pool is not None:
+            # Without waiting: a load under way ends in the worker, which exits.
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _appended(self, agent_id: str, seq: int) -> None:
         """Another node committed records of ``agent_id`` up to ``seq``. An
@@ -770,23 +817,39 @@ class Registry:
     async def _sweep_all(self) -> None:
         started = time.perf_counter()
         loaded = quarantined = unreadable = 0
-        for agent_id in sorted(self.unloaded):
-            await asyncio.sleep(0)  # requests waiting go first
-            if agent_id not in self.unloaded:
-                continue  # a request loaded it meanwhile
-            try:
-                await self.discover(agent_id, swept=True)
-            except Quarantined:
-                quarantined += 1
-            except StoreUnavailable:
-                unreadable += 1
-            except NotFound:
-                continue  # removed meanwhile
-            else:
-                loaded += 1
+        ids = sorted(self.unloaded)
+        # Verifying and folding on a thread of this process holds its GIL
+        # for most of each load, and the event loop waits for it at every
+        # switch: requests served during a long sweep were several times
+        # slower (bench/sweep_bench.py). With logs enough to pay for a
+        # process of its own, the sweep loads in one.
+        sizes = await asyncio.to_thread(self.store.sizes, ids)
+        elsewhere = sum(sizes.values()) >= PARALLEL_LOAD_BYTES and load_workers() > 1
+        if elsewhere:
+            # Spawned: this process has threads by now, so fork is not safe.
+            context = multiprocessing.get_context("spawn")
+            self._sweep_pool = ProcessPoolExecutor(1, mp_context=context)
+        try:
+            for agent_id in ids:
+                await asyncio.sleep(0)  # requests waiting go first
+                if agent_id not in self.unloaded:
+                    continue  # a request loaded it meanwhile
+                try:
+                    await self.discover(agent_id, swept=True)
+                except Quarantined:
+                    quarantined += 1
+                except StoreUnavailable:
+                    unreadable += 1
+                except NotFound:
+                    continue  # removed meanwhile
+                else:
+                    loaded += 1
+        finally:
+            self._end_sweep_pool()
         log.info(
-            "background loading done in %.2f s: %d agents loaded, %d quarantined%s",
+            "background loading done in %.2f s%s: %d agents loaded, %d quarantined%s",
             time.perf_counter() - started,
+            " (in a worker process)" if elsewhere else "",
             loaded,
             quarantined,
             f", {unreadable} could not be read (each is tried again at its first use)"

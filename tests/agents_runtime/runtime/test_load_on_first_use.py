@@ -17,6 +17,7 @@ from agents_runtime.core import commands as c
 from agents_runtime.errors import AgentExists, Quarantined
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.store import FileStore
+from agents_runtime.runtime import registry as registry_module
 from agents_runtime.runtime.registry import Loading, Registry
 from guardd.app import BY_COMMAND
 from tests.agents_runtime.support import (
@@ -184,6 +185,76 @@ async def test_the_sweep_loads_every_agent_and_quarantines_a_tampered_one(
         )
     finally:
         await registry.stop()
+
+
+@pytest.fixture
+def sweep_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs enough for the sweep to load in a worker process, on any machine."""
+    monkeypatch.setattr(registry_module, "PARALLEL_LOAD_BYTES", 0)
+    monkeypatch.setattr(registry_module, "load_workers", lambda: 2)
+
+
+@pytest.mark.usefixtures("sweep_elsewhere")
+async def test_a_sweep_in_a_worker_process_loads_what_a_start_loads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _make_agents(tmp_path)
+    _tamper(tmp_path)
+    at_start = Registry(
+        FileStore(DataDir(tmp_path)), DataDir(tmp_path).prepare(), clock=FakeClock()
+    )
+    at_start.load(workers=1)
+    _close(at_start)
+    registry = _lazy(tmp_path)
+    registry.load()
+    caplog.set_level(logging.INFO, logger="agents_runtime.runtime.registry")
+    await registry.start()
+    try:
+        await registry.swept()
+        assert set(registry.quarantined) == set(at_start.quarantined) == {TAMPERED}
+        assert set(registry.actors) == set(at_start.actors)
+        for agent_id, actor in registry.actors.items():
+            assert actor.state == at_start.actors[agent_id].state
+            assert actor.committed == at_start.actors[agent_id].committed
+        with pytest.raises(Quarantined, match="when it was loaded in the background"):
+            registry.ref(TAMPERED)
+        (done,) = [
+            r.getMessage() for r in caplog.records if "background loading done" in r.getMessage()
+        ]
+        assert re.fullmatch(
+            r"background loading done in \d+\.\d\d s \(in a worker process\): "
+            r"5 agents loaded, 1 quarantined",
+            done,
+        )
+        # A loaded agent answers and writes as one loaded at a start.
+        status = await registry.ref(IDS[0]).ask(c.RequestAction("read"))
+        assert status["decision"] == "allowed"
+    finally:
+        await registry.stop()
+
+
+@pytest.mark.usefixtures("sweep_elsewhere")
+async def test_a_stop_during_a_sweep_in_a_worker_process_ends_it_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _make_agents(tmp_path)
+    registry = _lazy(tmp_path)
+    registry.load()
+    caplog.set_level(logging.INFO)
+    await registry.start()
+    await asyncio.sleep(0.05)
+    await registry.stop()
+    assert len(registry._tasks) == 0
+    assert registry._sweep_pool is None
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    again = _lazy(tmp_path)
+    again.load()
+    await again.start()
+    try:
+        await again.swept()
+        assert set(again.actors) == set(IDS)
+    finally:
+        await again.stop()
 
 
 async def test_a_stop_during_the_sweep_ends_it_cleanly(
