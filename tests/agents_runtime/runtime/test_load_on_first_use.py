@@ -59,6 +59,18 @@ def _lazy(root: Path) -> Registry:
     )
 
 
+async def _next_start_loads_every_agent(root: Path) -> None:
+    """Nothing was left half done: the next start loads every agent."""
+    again = _lazy(root)
+    again.load()
+    await again.start()
+    try:
+        await again.swept()
+        assert set(again.actors) == set(IDS)
+    finally:
+        await again.stop()
+
+
 def _close(registry: Registry) -> None:
     """Close what load() and first uses opened, for a registry never started."""
     for actor in registry.actors.values():
@@ -247,14 +259,7 @@ async def test_a_stop_during_a_sweep_in_a_worker_process_ends_it_cleanly(
     assert len(registry._tasks) == 0
     assert registry._sweep_pool is None
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-    again = _lazy(tmp_path)
-    again.load()
-    await again.start()
-    try:
-        await again.swept()
-        assert set(again.actors) == set(IDS)
-    finally:
-        await again.stop()
+    await _next_start_loads_every_agent(tmp_path)
 
 
 async def test_a_stop_during_the_sweep_ends_it_cleanly(
@@ -271,15 +276,7 @@ async def test_a_stop_during_the_sweep_ends_it_cleanly(
     assert len(registry._tasks) == 0
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert not any("background loading done" in r.getMessage() for r in caplog.records)
-    # Nothing was left half done: the next start loads every agent.
-    again = _lazy(tmp_path)
-    again.load()
-    await again.start()
-    try:
-        await again.swept()
-        assert set(again.actors) == set(IDS)
-    finally:
-        await again.stop()
+    await _next_start_loads_every_agent(tmp_path)
 
 
 async def test_loading_at_start_stays_the_default(tmp_path: Path) -> None:
