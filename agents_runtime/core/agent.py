@@ -103,7 +103,7 @@ def _fold_genesis(state: AgentState, r: Record) -> None:
 
 def _fold_policy(state: AgentState, r: Record) -> None:
     spent = state.spent
-    policy = state.policy = parse_policy(r["policy"])
+    policy = state.policy = parse_policy(r["policy"], recorded=True)
     # A policy of the agent's own (no policy_ref) ends its following.
     state.policy_ref = r.get("policy_ref")
     state.policy_version = r.get("version")
@@ -123,7 +123,7 @@ def _finish_policy(state: AgentState, last: Record) -> Steps:
 def _policy_of(record: Record) -> SetPolicy | str:
     try:
         return SetPolicy(
-            parse_policy(record["policy"]),
+            parse_policy(record["policy"], recorded=True),
             record.get("policy_ref"),
             record.get("version"),
             record.get("by"),

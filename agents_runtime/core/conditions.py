@@ -101,13 +101,14 @@ class Condition:
     joins: int = attrs.field(eq=False, repr=False, default=0)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
-        return compile_condition, (self.text,)
+        return compile_admitted, (self.text,)
 
 
-def compile_condition(text: str) -> Condition:
+def compile_condition(text: str, *, admit: bool = True) -> Condition:
     """Compile and type-check ``text``, or raise ValueError with
-    ``line L column C: what is wrong`` (a construct whose cost grows faster
-    than the input it reads is refused too: ``_cel_cost``)."""
+    ``line L column C: what is wrong``. With ``admit``, a construct whose
+    cost grows faster than the input it reads is refused too (``_cel_cost``);
+    without it (``compile_admitted``) the cost is not checked again."""
     try:
         program = _ENV.compile(text)
     except RuntimeError as exc:
@@ -122,6 +123,8 @@ def compile_condition(text: str) -> Condition:
     returns = program.return_type()
     if returns != _BOOL and returns != _DYN:
         raise ValueError(f"must be a boolean expression, not {returns.name().lower()}")
+    if not admit:
+        return Condition(text, program, Reads.of_text(text))
     joins = _WITHIN_COST.get(text)
     if joins is None:
         try:
@@ -134,6 +137,13 @@ def compile_condition(text: str) -> Condition:
             _WITHIN_COST.clear()
         _WITHIN_COST[text] = joins
     return Condition(text, program, Reads.of_text(text), joins)
+
+
+def compile_admitted(text: str) -> Condition:
+    """A condition that was admitted once (read back from a record, a
+    snapshot or a copy of a state): a later release may check costs more
+    strictly, and must still read what an earlier one admitted."""
+    return compile_condition(text, admit=False)
 
 
 # The texts the cost check passed, with their joins: it costs twice the

@@ -8,6 +8,7 @@ silently ignored.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any, Literal, NewType
 
@@ -265,10 +266,15 @@ def _key_path(value: Any, _: Any) -> KeyPath:
     return KeyPath(value)
 
 
+# Whether the policy being parsed is admitted now (set by an operator) or
+# was admitted when its record was written (``parse_policy(recorded=True)``).
+_ADMITTING: ContextVar[bool] = ContextVar("admitting", default=True)
+
+
 def _condition(value: Any, _: Any) -> Condition:
     if not isinstance(value, str):
         raise ValueError("must be a string (a CEL expression)")
-    return compile_condition(value)
+    return compile_condition(value, admit=_ADMITTING.get())
 
 
 def _text(value: Any, _: Any) -> Text:
@@ -299,6 +305,8 @@ def _rules(value: Any, _: Any) -> Rules:
             errors.append(exc)
     if errors:
         raise ExceptionGroup("invalid rules", errors)
+    if not _ADMITTING.get():
+        return Rules(tuple(result))
     if (size := sum(len(rule.when.text) for rule in result)) > MAX_RULES_TEXT:
         raise ValueError(
             f"the when expressions hold {size} characters in all, more than {MAX_RULES_TEXT}"
@@ -343,13 +351,22 @@ for _cls in (Rule, ToolRule, RateLimit, Policy):
     _converter.register_structure_hook(_cls, lambda v, t, _h=_hook: _h(_rule_dict(v), t))
 
 
-def parse_policy(value: Any) -> Policy:
-    """Structure a JSON policy strictly, or raise PolicyError naming the key."""
+def parse_policy(value: Any, *, recorded: bool = False) -> Policy:
+    """Structure a JSON policy strictly, or raise PolicyError naming the key.
+
+    A ``recorded`` policy (read back from a log or a snapshot) was admitted
+    when it was written: the limits on what a policy may cost to evaluate
+    (the CEL cost check, MAX_RULES_TEXT, MAX_JOINS) are not applied again,
+    so that a release that tightens them still loads every log an earlier
+    one wrote. Everything else is checked as strictly as ever."""
+    admitting = _ADMITTING.set(not recorded)
     try:
         return _converter.structure(value, Policy)
     except (ClassValidationError, ValueError, TypeError, ExceptionGroup) as exc:
         messages = error_messages(exc, "$")
         raise PolicyError("; ".join(messages) or "invalid policy") from None
+    finally:
+        _ADMITTING.reset(admitting)
 
 
 def policy_json(policy: Policy) -> dict[str, Any]:

@@ -148,7 +148,9 @@ def tally(state: AgentState, shadow: Shadow, record: Record, live: str) -> None:
 
 
 def _fold_set(state: AgentState, r: Record) -> None:
-    state.shadow = Shadow(parse_policy(r["policy"]), r["ts"], r.get("policy_ref"), r.get("version"))
+    state.shadow = Shadow(
+        parse_policy(r["policy"], recorded=True), r["ts"], r.get("policy_ref"), r.get("version")
+    )
 
 
 def _fold_cleared(state: AgentState, r: Record) -> None:
@@ -159,7 +161,7 @@ def _fold_cleared(state: AgentState, r: Record) -> None:
 
 def _set_of(record: Record) -> SetShadow | str:
     try:
-        policy = parse_policy(record["policy"])
+        policy = parse_policy(record["policy"], recorded=True)
     except PolicyError as exc:
         return f"shadow_set record is not a valid policy: {exc}"
     return SetShadow(

@@ -218,7 +218,7 @@ def _link(state: AgentState) -> None:
 
 
 _converter.register_unstructure_hook(Policy, policy_json)
-_converter.register_structure_hook(Policy, lambda value, _: parse_policy(value))
+_converter.register_structure_hook(Policy, lambda value, _: parse_policy(value, recorded=True))
 _converter.register_unstructure_hook(Decimal, lambda value: value)
 _converter.register_structure_hook(Decimal, _decimal)
 _converter.register_unstructure_hook(float, _float_json)

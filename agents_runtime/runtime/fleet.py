@@ -128,7 +128,7 @@ class Fleet:
         return {
             "name": version.name,
             "version": version.version,
-            "policy": policy_json(parse_policy(version.policy)),
+            "policy": policy_json(parse_policy(version.policy, recorded=True)),
             "agents": self.followers(version.name),
         }
 
@@ -252,7 +252,7 @@ class Fleet:
             version = self._newest(name)
             return await self.registry.create(  # type: ignore[no-any-return]
                 agent_id,
-                parse_policy(version.policy),
+                parse_policy(version.policy, recorded=True),
                 version.name,
                 version.version,
                 by=by,
@@ -277,7 +277,7 @@ def _set(version: Version, by: str | None = None, by_id: str | None = None) -> S
     """The record of ``version`` in a follower's log; ``by``, ``by_id``: the
     operator whose PUT caused it (none when a start finishes a fan-out)."""
     return SetPolicy(
-        parse_policy(version.policy),
+        parse_policy(version.policy, recorded=True),
         by=by,
         by_id=by_id,
         policy_ref=version.name,

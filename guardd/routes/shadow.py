@@ -41,7 +41,11 @@ async def set_shadow(
     if body.policy_ref is not None:
         version = await service.guard.registry.fleet.newest(body.policy_ref)
         command = c.SetShadow(
-            parse_policy(version.policy), version.name, version.version, by.by, by.by_id
+            parse_policy(version.policy, recorded=True),
+            version.name,
+            version.version,
+            by.by,
+            by.by_id,
         )
     else:
         assert body.policy is not None  # the parser gives one of the two

@@ -383,6 +383,55 @@ def test_the_when_expressions_of_one_list_are_bounded_in_size_all_told() -> None
     parse_policy(_with_tool({"rules": rules[:5]}))
 
 
+# Refused now, as an earlier release with looser limits may have admitted
+# and recorded them: five + in one when, and 4,892 characters of whens in one list.
+COSTLIER = [
+    {
+        "name": "joins",
+        "when": "input.a + input.b + input.c + input.d + input.e + input.f == 'x'",
+        "effect": "deny",
+    },
+    *({"name": f"long{i}", "when": "true || " * 100 + "false", "effect": "deny"} for i in range(6)),
+]
+
+
+def test_a_recorded_policy_is_read_back_without_the_cost_limits_it_was_admitted_under() -> None:
+    costly = _with_tool({"rules": COSTLIER})
+    with pytest.raises(PolicyError, match="more than 4 \\+ that may join"):
+        parse_policy(_with_tool({"rules": COSTLIER[:1]}))
+    with pytest.raises(PolicyError, match="characters in all, more than 4096"):
+        parse_policy(_with_tool({"rules": COSTLIER[1:]}))
+    recorded = parse_policy(costly, recorded=True)
+    rules = recorded.tools["send_email"].rules
+    assert [r.name for r in rules] == [r["name"] for r in COSTLIER]
+    again = pickle.loads(pickle.dumps(recorded))  # noqa: S301 - our own object
+    assert again == recorded
+    assert parse_policy(policy_json(recorded), recorded=True) == recorded
+    # The next policy an operator sets is checked as before.
+    with pytest.raises(PolicyError):
+        parse_policy(policy_json(recorded))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param(
+            {"rules": [{"name": "x", "when": "input.a && zz", "effect": "deny"}]},
+            "undeclared reference to 'zz'",
+            id="undeclared-variable",
+        ),
+        pytest.param(
+            {"rules": [{"name": "x", "when": "true", "effect": "deny", "typo": 1}]},
+            "unknown key",
+            id="unknown-key",
+        ),
+    ],
+)
+def test_a_recorded_policy_is_still_parsed_strictly(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        parse_policy(_with_tool(change), recorded=True)
+
+
 def test_the_joins_of_one_list_are_bounded_all_told() -> None:
     when = "input.a + input.b + input.c == 'x'"  # two + that may join
     rules = [{"name": f"r{i}", "when": when, "effect": "deny"} for i in range(3)]

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.policy import policy_json
-from agents_runtime.errors import AgentExists, NotFound, Quarantined
+from agents_runtime.core.policy import parse_policy, policy_json
+from agents_runtime.errors import AgentExists, NotFound, PolicyError, Quarantined
 from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.logfile import read_log
@@ -254,6 +254,37 @@ async def test_a_signed_record_that_makes_no_sense_quarantines_the_agent(tmp_pat
     path.write_bytes(path.read_bytes() + forged.line)
     _, failure = quarantine(tmp_path)
     assert (failure.seq, failure.reason) == (last["seq"] + 1, "record does not apply: 'act-99'")
+
+
+async def test_a_policy_an_earlier_release_admitted_loads_though_this_one_would_refuse_it(
+    tmp_path: Path,
+) -> None:
+    """The limits on a policy's cost apply when it is set; a log written
+    under looser ones must still load, and its policy still decide."""
+    path = await make_agent(tmp_path, requests=0)
+    joins = (
+        "input.a + input.b + input.c + input.d + input.e + input.f == 'abcdef'"  # 5 +: 1 too many
+    )
+    recorded = policy_json(policy())
+    recorded["tools"]["read"]["rules"] = [{"name": "joined", "when": joins, "effect": "deny"}]
+    with pytest.raises(PolicyError, match="more than 4 \\+ that may join"):
+        parse_policy(recorded)
+    last = lines(path)[-1]
+    written = seal(
+        {"kind": "policy", "policy": recorded},
+        prev=Head(last["seq"], last["hash"]),
+        ts=last["ts"],
+        signer=TEST_SIGNER,
+    )
+    path.write_bytes(path.read_bytes() + written.line)
+    async with running_registry(tmp_path) as registry:
+        assert registry.exists(AGENT)
+        ref = registry.ref(AGENT)
+        joined = await ref.ask(c.RequestAction("read", {k: k for k in "abcdef"}))
+        other = await ref.ask(c.RequestAction("read", {k: "z" for k in "abcdef"}))
+    assert joined["decision"] == "denied"
+    assert joined["reason"]["rule"] == "joined"
+    assert other["decision"] == "allowed"
 
 
 async def test_quarantined_agents_are_listed_with_their_error(tmp_path: Path) -> None:
