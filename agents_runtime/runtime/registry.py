@@ -714,8 +714,7 @@ class Registry:
         try:
             return await asyncio.to_thread(self.store.read, agent_id)
         except (LogReadError, OSError) as exc:  # a file store's read raises OSError
-            log.error("reading agent %s from the store failed: %s", agent_id, exc)
-            raise StoreUnavailable(UNREACHABLE) from None
+            raise _read_failed(agent_id, exc) from None
 
     async def _load_elsewhere(
         self, pool: ProcessPoolExecutor, agent_id: str, checkpoint: Checkpoint | None
@@ -740,8 +739,7 @@ class Registry:
             self._end_sweep_pool()
             return None
         except (LogReadError, OSError) as exc:  # a file store's read raises OSError
-            log.error("reading agent %s from the store failed: %s", agent_id, exc)
-            raise StoreUnavailable(UNREACHABLE) from None
+            raise _read_failed(agent_id, exc) from None
         return loaded
 
     def _end_sweep_pool(self) -> None:
@@ -995,6 +993,13 @@ class LateRef(AgentRef):
 # verify: below it, starting them costs more than they save.
 PARALLEL_LOAD_BYTES = 4 * 1024 * 1024
 LOAD_TASK_BYTES = 1024 * 1024  # logs per worker task, to amortise the hand-offs
+
+
+def _read_failed(agent_id: str, exc: Exception) -> StoreUnavailable:
+    """A store's read of one agent failed: logged with its cause, which the
+    client's 503 does not carry."""
+    log.error("reading agent %s from the store failed: %s", agent_id, exc)
+    return StoreUnavailable(UNREACHABLE)
 
 
 def load_workers() -> int:

@@ -59,6 +59,22 @@ def _lazy(root: Path) -> Registry:
     )
 
 
+async def _stopped_during_the_sweep(
+    root: Path, caplog: pytest.LogCaptureFixture, after: float
+) -> Registry:
+    """A lazy registry stopped ``after`` seconds into its sweep; no task of
+    it is left."""
+    await _make_agents(root)
+    registry = _lazy(root)
+    registry.load()
+    caplog.set_level(logging.INFO)
+    await registry.start()
+    await asyncio.sleep(after)
+    await registry.stop()
+    assert len(registry._tasks) == 0
+    return registry
+
+
 async def _next_start_loads_every_agent(root: Path) -> None:
     """Nothing was left half done: the next start loads every agent."""
     again = _lazy(root)
@@ -249,14 +265,7 @@ async def test_a_sweep_in_a_worker_process_loads_what_a_start_loads(
 async def test_a_stop_during_a_sweep_in_a_worker_process_ends_it_cleanly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await _make_agents(tmp_path)
-    registry = _lazy(tmp_path)
-    registry.load()
-    caplog.set_level(logging.INFO)
-    await registry.start()
-    await asyncio.sleep(0.05)
-    await registry.stop()
-    assert len(registry._tasks) == 0
+    registry = await _stopped_during_the_sweep(tmp_path, caplog, 0.05)
     assert registry._sweep_pool is None
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     await _next_start_loads_every_agent(tmp_path)
@@ -265,15 +274,8 @@ async def test_a_stop_during_a_sweep_in_a_worker_process_ends_it_cleanly(
 async def test_a_stop_during_the_sweep_ends_it_cleanly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await _make_agents(tmp_path)
-    registry = _lazy(tmp_path)
-    registry.load()
-    caplog.set_level(logging.INFO)
-    await registry.start()
-    await asyncio.sleep(0)
-    await registry.stop()
+    registry = await _stopped_during_the_sweep(tmp_path, caplog, 0)
     assert registry.unloaded  # the sweep had not got through them
-    assert len(registry._tasks) == 0
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert not any("background loading done" in r.getMessage() for r in caplog.records)
     await _next_start_loads_every_agent(tmp_path)
