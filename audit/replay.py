@@ -40,6 +40,7 @@ import attrs
 from agents_runtime.core.behaviour import READS, expire_due, run, run_steps
 from agents_runtime.core.entries import BY_TIMER, ByTimer, Command
 from agents_runtime.core.policy import parse_policy
+from agents_runtime.core.rate_history import allowed_times_in, rate_gap, restore_allowed_times
 from agents_runtime.core.records import apply, entry_of
 from agents_runtime.core.state import (
     DEFAULT_IDEMPOTENCY_RETENTION,
@@ -185,6 +186,15 @@ class Folded:
             }
         return {seq: canonical.dumps(self.by_seq[seq]) for seq in seqs}
 
+    def restore_rate_history(self, state: AgentState, now: float) -> None:
+        """Put back the allowed times a rate check at ``now`` counts that the
+        fold trimmed (``rate_history``), from the records folded, as the
+        actor reads them back from the log."""
+        gap = rate_gap(state, now)
+        if gap is not None:
+            older = (r for seq, r in self.by_seq.items() if seq <= gap.upto_seq)
+            restore_allowed_times(state, gap, allowed_times_in(older, gap))
+
 
 class _Replayer:
     """Walks the log keeping the state on the policy's path: where the log
@@ -288,8 +298,9 @@ class _Replayer:
             return
         self.commands += 1
         try:
+            self.folded.restore_rate_history(self.state, now)
             lines = self.folded.lines(self.state, command)
-            run(self.state, command, parse_ts(record["ts"]), lines, self._write)
+            run(self.state, command, now, lines, self._write)
         except AgentError as exc:
             # The behaviour refuses this command, before writing anything.
             self.problem(record, f"{describe(record)} would have been refused: {exc}")

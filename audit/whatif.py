@@ -202,6 +202,7 @@ class _Simulation:
             self.dropped[dropped] += 1
             return
         try:
+            self.folded.restore_rate_history(state, now)
             run(state, command, now, self.folded.lines(state, command), self.write)
         except AgentError:
             # A step the candidate's state refuses: it did not happen under the candidate.

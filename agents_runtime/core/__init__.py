@@ -30,6 +30,7 @@ actions. Below them::
     idempotency  the Idempotency-Keys past the recent actions, kept compactly
     answers      what a decision answers with (Allowed, Denied, Pending), as values
     checks       decide(): the checks, in their fixed order (policy rules among them)
+    rate_history the allowed times a window in force reaches; a widened one's, read back
     conditions   the rules' CEL expressions: compiled once, evaluated on facts
     vocabulary   decisions, action statuses, outcomes, severities, reason codes
     snapshot     the state as JSON and back, generically (what a state snapshot holds)
@@ -62,6 +63,7 @@ __all__ = [
     "idempotency",
     "money",
     "policy",
+    "rate_history",
     "records",
     "scars",
     "snapshot",

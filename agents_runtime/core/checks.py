@@ -42,29 +42,6 @@ _DENY = Effect.DENY
 _REQUIRE_APPROVAL = Effect.REQUIRE_APPROVAL
 
 
-# How far back the rate check can count, at least: the allowed times older
-# than this and than the rate window in force leave memory
-# (``trim_allowed_times``). A policy set later with a longer window counts
-# only the calls since then.
-RATE_HISTORY_SECS = 86_400.0
-# The fold trims every this many allowed actions: cheap per action, and at
-# the same records live and at replay.
-TRIM_EVERY = 1024
-
-
-def trim_allowed_times(state: AgentState, now: float) -> None:
-    """Drop the allowed times no rate check can count any more: those more
-    than the longer of RATE_HISTORY_SECS and the window in force before
-    ``now`` (the fold of an action_allowed calls it every TRIM_EVERY)."""
-    policy = state.policy
-    limit = policy.rate_limit if policy is not None else None
-    reach = RATE_HISTORY_SECS if limit is None else max(RATE_HISTORY_SECS, float(limit.window_secs))
-    times = state.allowed_times
-    gone = bisect_right(times, now - reach)
-    if gone:
-        del times[:gone]
-
-
 @attrs.define(slots=True)
 class Verdict:
     """A value, never changed once made; not frozen for the reason given at

@@ -17,13 +17,7 @@ from typing import Any
 import attrs
 
 from agents_runtime.core.answers import Allowed, Denied, Pending
-from agents_runtime.core.checks import (
-    DENY_SCARS,
-    TRIM_EVERY,
-    Verdict,
-    decide,
-    trim_allowed_times,
-)
+from agents_runtime.core.checks import DENY_SCARS, Verdict, decide
 from agents_runtime.core.entries import (
     BY_TIMER,
     Announce,
@@ -42,6 +36,7 @@ from agents_runtime.core.entries import (
     nothing_follows,
     signed_by,
 )
+from agents_runtime.core.rate_history import TRIM_EVERY, trim_allowed_times
 from agents_runtime.core.scars import add_scar
 from agents_runtime.core.shadow import tally
 from agents_runtime.core.state import (
@@ -509,7 +504,7 @@ def _fold_allowed(state: AgentState, r: Record) -> None:
     now = parse_ts(r["ts"])
     times.append(now)
     if not len(times) % TRIM_EVERY:
-        trim_allowed_times(state, now)
+        trim_allowed_times(state, now, r["seq"])
     policy = state.policy
     if policy is not None:
         rule = policy.rule_for(tool)

@@ -310,9 +310,14 @@ class AgentState:
     # rule's history.tags_used and history.tag_last_used read).
     # NO_TAGS (shared, never written) until the first tag is remembered.
     tag_last_used: dict[str, datetime] = attrs.field(default=NO_TAGS, metadata={IN_ORDER: True})
-    # The ts of every action_allowed, in order (ts never goes backwards): the
-    # rate check counts its tail by bisection, under any policy.
+    # The ts of the action_allowed records, in order (ts never goes
+    # backwards): the rate check counts its tail by bisection. Only those a
+    # window in force can reach are kept (``rate_history``): every one after
+    # ``rate_known_since`` (None: every one since genesis); those trimmed
+    # all lie at ``rate_known_seq`` or before.
     allowed_times: array[float] = attrs.field(factory=lambda: array("d"))
+    rate_known_since: float | None = None
+    rate_known_seq: int = -1
     # The ID the next action_requested must carry, made once: the request
     # and its fold both read it.
     next_action_id: str = "act-1"

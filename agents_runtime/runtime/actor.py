@@ -35,6 +35,7 @@ import asyncio
 import logging
 import pickle
 import time
+from array import array
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -51,6 +52,12 @@ from agents_runtime.core.behaviour import (
     expire_due,
     finish_interrupted,
     run_steps,
+)
+from agents_runtime.core.rate_history import (
+    RateGap,
+    allowed_time,
+    rate_gap,
+    restore_allowed_times,
 )
 from agents_runtime.core.records import apply
 from agents_runtime.core.state import (
@@ -78,6 +85,7 @@ from agents_runtime.errors import (
     UnknownAction,
     VerificationError,
 )
+from agents_runtime.log.canonical import loads_trusted
 from agents_runtime.log.keys import Signer
 from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
 from agents_runtime.log.snapshot import SnapshotError, open_snapshot
@@ -101,6 +109,9 @@ REBUILT_REACH = 10_000
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 Clock = Callable[[], float]
+
+_ALLOWED_NEEDLE = b'"kind":"action_allowed"'
+
 
 # A command's reply as it goes out, from the core's value: called with the
 # state right after the command (a later command of the batch changes it),
@@ -329,37 +340,100 @@ class AgentActor:
 
     async def _recall(self, recall: Recall, *, committed_only: bool = False) -> Lines:
         """The lines of the records that name an action that left memory:
-        those of its stretch of the log (``Recall``), the committed ones
-        read from the store a page at a time (off the event loop, one page
-        held at once), then those of this batch; then its late records.
-        Only lines naming it are kept."""
+        those of its stretch of the log (``Recall``) that name it, then its
+        late records."""
         needle = b'"action_id":"' + recall.action_id.encode() + b'"'
-        found: dict[int, bytes] = {}
+
+        def naming(line: bytes) -> bytes | None:
+            return line.rstrip(b"\n") if needle in line else None
+
+        enough = None if recall.whole else 2  # its request and the record after it
+        found: dict[int, bytes] = await self._scan(
+            recall.after, recall.upto, naming, committed_only=committed_only, enough=enough
+        )
+        if recall.late and recall.whole:
+            found.update(await self._lines(recall.late))
+        return found
+
+    async def _scan(
+        self,
+        after: int,
+        upto: int,
+        pick: Callable[[bytes], Any],
+        *,
+        committed_only: bool = False,
+        enough: int | None = None,
+    ) -> dict[int, Any]:
+        """What ``pick`` makes of each line after seq ``after`` up to seq
+        ``upto`` (None: nothing), by seq, at most ``enough``: the committed
+        lines read from the store a page at a time and picked off the event
+        loop (one page held at once), then those of this batch."""
+        found: dict[int, Any] = {}
         committed = self.committed
-        upto = recall.upto
-        after = recall.after
         read = self.log.read_after
-        while after < min(upto, committed.head.seq):
-            page = await asyncio.to_thread(read, after, committed, RECALL_PAGE)
-            if not page:
-                break
-            for line in page:
-                after += 1
-                if after > upto:
+
+        def page(after: int) -> tuple[int, list[tuple[int, Any]]]:
+            lines = read(after, committed, RECALL_PAGE)
+            picked = []
+            for seq, line in enumerate(lines, after + 1):
+                if seq > upto:
                     break
-                if needle in line:
-                    found[after] = line.rstrip(b"\n")
-                    if not recall.whole and len(found) == 2:
-                        return found  # its request and the record after it
+                value = pick(line)
+                if value is not None:
+                    picked.append((seq, value))
+            return len(lines), picked
+
+        while after < min(upto, committed.head.seq):
+            count, picked = await asyncio.to_thread(page, after)
+            if not count:
+                break
+            after += count
+            for seq, value in picked:
+                found[seq] = value
+                if len(found) == enough:
+                    return found
         if not committed_only:
             for seq, line in enumerate(self._buffer, committed.head.seq + 1):
                 if seq > upto:
                     break
-                if needle in line:
-                    found[seq] = line[:-1]
-        if recall.late and recall.whole:
-            found.update(await self._lines(recall.late))
+                value = pick(line)
+                if value is not None:
+                    found[seq] = value
+                    if len(found) == enough:
+                        return found
         return found
+
+    async def _restore_rate_history(self, gap: RateGap) -> None:
+        """Before a command runs: the allowed times a rate check in force
+        counts that memory no longer holds (a policy that counts further
+        back was set since they were trimmed), read back from the log
+        (``rate_history``)."""
+        times = array("d")  # 8 bytes a time, not a parsed record: a day may be read
+
+        def keep(line: bytes) -> None:
+            # The bytes first: only a line holding them is parsed (an input
+            # may hold them too, so the parsed kind decides).
+            if _ALLOWED_NEEDLE in line:
+                at = allowed_time(loads_trusted(line.decode()), gap)
+                if at is not None:
+                    times.append(at)
+
+        start = await self._first_after(gap.since, gap.upto_seq)
+        await self._scan(start - 1, gap.upto_seq, keep)
+        restore_allowed_times(self.state, gap, times)
+
+    async def _first_after(self, since: float, upto: int) -> int:
+        """The first seq up to ``upto`` whose record's ts is after ``since``
+        (``upto`` + 1: none), by bisection: ts never goes backwards."""
+        low, high = 0, upto + 1
+        while low < high:
+            mid = (low + high) // 2
+            line = (await self._lines([mid]))[mid]
+            if parse_ts(loads_trusted(line.decode())["ts"]) > since:
+                high = mid
+            else:
+                low = mid + 1
+        return low
 
     async def old_request(self, action_id: str) -> dict[str, Any] | None:
         """The action_requested record of an action that left memory, read
@@ -446,6 +520,9 @@ class AgentActor:
             return
         self._ts = self.state.last_ts
         try:
+            gap = rate_gap(self.state, parse_ts(self._ts))
+            if gap is not None:
+                await self._restore_rate_history(gap)
             run_steps(finish_interrupted(self.state), self._write)
         except Exception as exc:  # a signed last record no command of ours writes
             self._buffer.clear()
@@ -485,6 +562,10 @@ class AgentActor:
                 continue
             assert future is not None
             try:
+                if self.state.rate_known_since is not None:  # the fold has trimmed
+                    gap = rate_gap(self.state, now)
+                    if gap is not None:
+                        await self._restore_rate_history(gap)
                 lines = NO_LINES
                 kind = type(command)
                 reads = READS.get(kind)

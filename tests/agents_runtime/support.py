@@ -16,6 +16,7 @@ import nacl.signing
 from agents_runtime.core.commands import RequestAction
 from agents_runtime.core.idempotency import key_digest
 from agents_runtime.core.policy import Policy, parse_policy
+from agents_runtime.core.rate_history import allowed_times_in, rate_gap, reach
 from agents_runtime.core.state import (
     DEFAULT_IDEMPOTENCY_RETENTION,
     NO_LINES,
@@ -208,12 +209,27 @@ def snapshot(state: AgentState, lines: Mapping[int, bytes]) -> dict[str, Any]:
         ],
         "tool_calls": state.tool_calls,
         "tag_last_used": {tag: at.isoformat() for tag, at in state.tag_last_used.items()},
-        "allowed_times": [Decimal(repr(t)) for t in state.allowed_times],
+        "allowed_times": [Decimal(repr(t)) for t in counted_times(state, lines)],
         "idempotency": live_keys(state),
         "terminated_by": state.terminated_by,
         "last_ts": state.last_ts,
     }
     return canonical.loads(canonical.dumps(view))
+
+
+def counted_times(state: AgentState, lines: Mapping[int, bytes]) -> list[float]:
+    """The allowed times a rate check in force at the last record counts:
+    what memory holds, and what a gap in it reads back from ``lines``, as
+    the actor does (``rate_history``). A live state may hold a gap's times
+    that a state folded again holds only once it reads them."""
+    now = parse_ts(state.last_ts) if state.last_ts else 0.0
+    times = list(state.allowed_times)
+    gap = rate_gap(state, now)
+    if gap is not None:
+        older = (canonical.loads(lines[seq]) for seq in sorted(lines) if seq <= gap.upto_seq)
+        times = allowed_times_in(older, gap) + times
+    since = now - reach(state)
+    return [t for t in times if t > since]
 
 
 def allowed_ids(state: AgentState, lines: Mapping[int, bytes] = NO_LINES) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agents_runtime.core import commands as c
+from agents_runtime.core.rate_history import TRIM_EVERY
 from agents_runtime.log import canonical
 from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, seal
@@ -193,6 +194,30 @@ async def test_operator_scars_signed_with_a_name_replay_clean(
     status, out = replay(log, capsys)
     assert status == 0, out
     assert "4 commands re-run" in out
+
+
+async def test_a_rate_window_widened_after_its_times_left_memory_replays_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = 3 * TRIM_EVERY
+
+    def rated(max_actions: int, window_secs: int) -> Any:
+        rate = {"max_actions": max_actions, "window_secs": window_secs}
+        return policy(budget=10_000, tools={"read": {"cost": 0}}, rate_limit=rate)
+
+    async def script(agent: Harness) -> None:
+        for _ in range(calls):  # one a second: the minute's window trims most
+            await agent.ask(c.RequestAction("read"))
+            agent.clock.advance(1)
+        await agent.ask(c.SetPolicy(rated(calls + 1, 3600)))
+        await agent.ask(c.RequestAction("read"))  # allowed: the hour's last call
+        denied = await agent.ask(c.RequestAction("read"))  # counts the calls read back
+        assert denied["reason"]["code"] == "rate_limited"
+
+    log = await write_log(tmp_path / "data", script, rated(1000, 60))
+    status, out = replay(log, capsys)
+    assert status == 0, out
+    assert f"{calls + 3} commands re-run" in out
 
 
 # -- forged logs that verify ---------------------------------------------------------

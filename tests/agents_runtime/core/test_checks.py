@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents_runtime.core.checks import DENY_SCARS, Verdict, decide, trim_allowed_times
+from agents_runtime.core.checks import DENY_SCARS, Verdict, decide
 from agents_runtime.core.state import AgentState
 from tests.agents_runtime.support import T0, D, policy
 
@@ -195,35 +195,3 @@ def test_decide_does_not_change_the_state() -> None:
     before = (state.spent, dict(state.tool_calls), list(state.allowed_times), state.alive)
     decide(state, "t", D(1), NOW)
     assert (state.spent, dict(state.tool_calls), list(state.allowed_times), state.alive) == before
-
-
-DAY = 86_400.0
-
-
-def test_allowed_times_older_than_a_day_leave_memory_and_the_rate_check_is_unchanged() -> None:
-    times = [NOW - 3 * DAY, NOW - DAY - 1, NOW - DAY, NOW - 30, NOW - 1]
-    state = state_with(
-        recent=times, tools={"t": {"cost": 0}}, rate_limit={"max_actions": 2, "window_secs": 60}
-    )
-    before = decide(state, "t", None, NOW)
-    assert before.reason is not None
-    assert before.reason["code"] == "rate_limited"
-    trim_allowed_times(state, NOW)
-    assert list(state.allowed_times) == [NOW - 30, NOW - 1]
-    assert decide(state, "t", None, NOW) == before
-
-
-def test_a_rate_window_longer_than_a_day_keeps_its_whole_window() -> None:
-    times = [NOW - 3 * DAY, NOW - 2 * DAY + 1, NOW - 1]
-    state = state_with(
-        recent=times,
-        tools={"t": {"cost": 0}},
-        rate_limit={"max_actions": 2, "window_secs": 2 * DAY},
-    )
-    trim_allowed_times(state, NOW)
-    assert list(state.allowed_times) == [NOW - 2 * DAY + 1, NOW - 1]
-    assert decide(state, "t", None, NOW).reason == {
-        "code": "rate_limited",
-        "max_actions": 2,
-        "window_secs": 2 * DAY,
-    }

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agents_runtime.core import commands as c
-from agents_runtime.core.checks import RATE_HISTORY_SECS, TRIM_EVERY
+from agents_runtime.core.rate_history import TRIM_EVERY
 from agents_runtime.core.state import recall
 from agents_runtime.errors import InvalidState
 from agents_runtime.log.files.datadir import DataDir
@@ -28,7 +28,8 @@ from guardd.app import BY_COMMAND
 from tests.agents_runtime.runtime.conftest import OPEN
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
-STEP = 2 * RATE_HISTORY_SECS / TRIM_EVERY  # TRIM_EVERY actions span two days
+WINDOW = 60  # the rate window in force: only its allowed times stay in memory
+STEP = 1.0  # seconds between two requests
 
 
 async def _registry(root: Path, clock: FakeClock, **settings: Any) -> Registry:
@@ -46,18 +47,25 @@ async def _registry(root: Path, clock: FakeClock, **settings: Any) -> Registry:
     return registry
 
 
-async def test_allowed_times_older_than_a_day_leave_memory_at_the_fold(tmp_path: Path) -> None:
+def _rated(max_actions: int, window_secs: int) -> Any:
+    rate = {"max_actions": max_actions, "window_secs": window_secs}
+    return policy(budget=Decimal(10_000), tools={"read": {"cost": 0}}, rate_limit=rate)
+
+
+async def test_allowed_times_the_window_in_force_does_not_reach_leave_memory_at_the_fold(
+    tmp_path: Path,
+) -> None:
     clock = FakeClock()
     registry = await _registry(tmp_path, clock)
     try:
-        await registry.create(AGENT, policy(budget=Decimal(10_000), tools={"read": {"cost": 0}}))
+        await registry.create(AGENT, _rated(1000, WINDOW))
         ref = registry.ref(AGENT)
-        for _ in range(TRIM_EVERY):
+        for _ in range(4 * TRIM_EVERY):
             await ref.ask(c.RequestAction(tool="read"))
             clock.advance(STEP)
         times = registry.actors[AGENT].state.allowed_times
-        assert len(times) < TRIM_EVERY
-        assert times[0] > clock() - STEP - RATE_HISTORY_SECS
+        assert len(times) <= WINDOW / STEP + TRIM_EVERY
+        assert times[0] > clock() - STEP - WINDOW - TRIM_EVERY * STEP
         live = list(times)
     finally:
         await registry.stop()
@@ -69,13 +77,15 @@ async def test_allowed_times_older_than_a_day_leave_memory_at_the_fold(tmp_path:
 
 
 @asynccontextmanager
-async def _running(make_store: OPEN, root: Path, snapshots: int) -> AsyncIterator[Registry]:
+async def _running(
+    make_store: OPEN, root: Path, snapshots: int, clock: FakeClock | None = None
+) -> AsyncIterator[Registry]:
     write_test_keys(root)
     store = make_store()
     registry = Registry(
         store,
         load_keys(DataDir(root).keys_dir),
-        clock=FakeClock(),
+        clock=clock or FakeClock(),
         recent_actions=2,
         snapshot_records=snapshots,
         render=BY_COMMAND,
@@ -305,3 +315,36 @@ async def test_scars_that_left_memory_are_listed_in_every_status_on_both_stores(
             assert again["scars"][:24] == scars
             assert len(again["scars"]) == 25
             await registry.save_snapshots()
+
+
+async def test_a_policy_that_counts_further_back_counts_the_calls_read_back_from_the_log(
+    make_store: OPEN, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    calls = 3 * TRIM_EVERY  # one a second: all within the hour, most past the minute
+    async with _running(make_store, tmp_path, 10_000, clock) as registry:
+        await registry.create(AGENT, _rated(1000, WINDOW))
+        ref = registry.ref(AGENT)
+        for n in range(calls):
+            await ref.ask(c.RequestAction(tool="read", input={"n": n}))
+            clock.advance(STEP)
+        state = registry.actors[AGENT].state
+        assert len(state.allowed_times) < calls  # the trim let most go
+        await ref.ask(c.SetPolicy(_rated(calls + 1, 3600)))
+        assert (await ref.ask(c.RequestAction(tool="read")))["decision"] == "allowed"
+        assert len(state.allowed_times) == calls + 1  # put back from the log
+        denied = await ref.ask(c.RequestAction(tool="read"))
+        assert denied["decision"] == "denied"
+        assert denied["reason"]["code"] == "rate_limited"
+    # A restart, from genesis then from a snapshot, folds the trims again and
+    # reads back the same calls: the same answer.
+    for snapshots in (1, 10_000):
+        async with _running(make_store, tmp_path, snapshots, clock) as registry:
+            again = await registry.ref(AGENT).ask(c.RequestAction(tool="read"))
+            assert again["reason"] == denied["reason"]
+            await registry.save_snapshots()
+        clock.advance(STEP)
+    clock.advance(3600)  # the hour has passed: nothing left to count
+    async with _running(make_store, tmp_path, 10_000, clock) as registry:
+        later = await registry.ref(AGENT).ask(c.RequestAction(tool="read"))
+        assert later["decision"] == "allowed"

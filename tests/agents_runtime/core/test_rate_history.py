@@ -1,0 +1,107 @@
+"""Allowed times: memory keeps those a rate window in force reaches; a
+window that reaches further is counted exactly once the times the trim let
+go are put back from the records."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+from agents_runtime.core.checks import decide
+from agents_runtime.core.rate_history import (
+    RateGap,
+    allowed_times_in,
+    rate_gap,
+    reach,
+    restore_allowed_times,
+    trim_allowed_times,
+)
+from agents_runtime.core.state import AgentState, Shadow
+from agents_runtime.log.record import timestamp_micros
+from tests.agents_runtime.support import T0, policy
+
+NOW = T0 + 10_000
+
+
+def _state(times: list[float], **policy_keys: Any) -> AgentState:
+    state = AgentState("a", policy=policy(tools={"t": {"cost": 0}}, **policy_keys))
+    state.allowed_times = array("d", times)
+    return state
+
+
+def _rate(max_actions: int, window_secs: int) -> dict[str, int]:
+    return {"max_actions": max_actions, "window_secs": window_secs}
+
+
+def _allowed(seq: int, at: float) -> dict[str, Any]:
+    return {"kind": "action_allowed", "seq": seq, "ts": timestamp_micros(round(at * 1e6))}
+
+
+def test_the_trim_keeps_the_times_the_window_in_force_reaches_and_the_check_is_unchanged() -> None:
+    state = _state([NOW - 500, NOW - 61, NOW - 60, NOW - 30, NOW - 1], rate_limit=_rate(2, 60))
+    before = decide(state, "t", None, NOW)
+    assert before.reason is not None
+    assert before.reason["code"] == "rate_limited"
+    trim_allowed_times(state, NOW, 41)
+    assert list(state.allowed_times) == [NOW - 30, NOW - 1]
+    assert (state.rate_known_since, state.rate_known_seq) == (NOW - 60, 41)
+    assert decide(state, "t", None, NOW) == before
+
+
+def test_with_no_rate_window_in_force_no_allowed_time_stays() -> None:
+    state = _state([NOW - 5, NOW - 1, NOW])
+    assert reach(state) == 0
+    trim_allowed_times(state, NOW, 7)
+    assert list(state.allowed_times) == []
+    assert rate_gap(state, NOW + 1) is None  # nothing in force counts anything
+
+
+def test_a_shadow_policy_with_a_longer_window_keeps_its_reach() -> None:
+    state = _state([NOW - 500, NOW - 200, NOW - 1], rate_limit=_rate(5, 60))
+    candidate = policy(tools={"t": {}}, rate_limit=_rate(5, 300))
+    state.shadow = Shadow(candidate, since="2026-01-01T00:00:00.000000Z")
+    assert reach(state) == 300
+    trim_allowed_times(state, NOW, 9)
+    assert list(state.allowed_times) == [NOW - 200, NOW - 1]
+
+
+def test_nothing_is_trimmed_nothing_is_missing() -> None:
+    state = _state([NOW - 500], rate_limit=_rate(5, 60))
+    trim_allowed_times(state, NOW - 1000, 3)  # every time is inside the window then
+    assert list(state.allowed_times) == [NOW - 500]
+    assert state.rate_known_since is None
+    assert rate_gap(state, NOW) is None
+
+
+def test_a_window_widened_after_a_trim_is_a_gap_until_its_times_are_put_back() -> None:
+    times = [NOW - 3000, NOW - 2000, NOW - 1500, NOW - 90, NOW - 30, NOW - 1]
+    untrimmed = _state(times, rate_limit=_rate(4, 3600))
+    state = _state(times, rate_limit=_rate(100, 60))
+    trim_allowed_times(state, NOW, 50)
+    assert list(state.allowed_times) == [NOW - 30, NOW - 1]
+    assert rate_gap(state, NOW) is None
+    state.policy = untrimmed.policy  # a policy that counts an hour back
+    gap = rate_gap(state, NOW)
+    assert gap == RateGap(since=NOW - 3600, upto=NOW - 60, upto_seq=50)
+    assert decide(state, "t", None, NOW).decision == "allowed"  # 2 of 4 in memory: wrong
+    log = [_allowed(10 * i, t) for i, t in enumerate(times[:4], 1)]
+    log.insert(2, {"kind": "action_requested", "seq": 25, "ts": log[1]["ts"]})
+    found = allowed_times_in(log, gap)
+    assert found == [NOW - 3000, NOW - 2000, NOW - 1500, NOW - 90]
+    restore_allowed_times(state, gap, found)
+    assert list(state.allowed_times) == times
+    assert state.rate_known_since == NOW - 3600
+    assert rate_gap(state, NOW) is None
+    assert decide(state, "t", None, NOW) == decide(untrimmed, "t", None, NOW)
+    assert decide(state, "t", None, NOW).reason == {
+        "code": "rate_limited",
+        "max_actions": 4,
+        "window_secs": 3600,
+    }
+
+
+def test_only_the_gap_is_read_back_not_what_memory_holds_nor_what_no_window_reaches() -> None:
+    gap = RateGap(since=NOW - 100, upto=NOW - 10, upto_seq=9)
+    log = [_allowed(1, NOW - 200), _allowed(2, NOW - 100), _allowed(3, NOW - 50)]
+    log += [_allowed(4, NOW - 10), _allowed(5, NOW - 5)]
+    assert allowed_times_in(log, gap) == [NOW - 50, NOW - 10]
