@@ -56,9 +56,9 @@ def trim_allowed_times(state: AgentState, now: float, seq: int) -> None:
     times = state.allowed_times
     gone = bisect_right(times, cut)
     if gone:
+        # Every time memory held was after rate_known_since: so is ``cut``.
         del times[:gone]
-        known = state.rate_known_since
-        state.rate_known_since = cut if known is None else max(known, cut)
+        state.rate_known_since = cut
         state.rate_known_seq = seq
 
 

@@ -5,7 +5,11 @@ go are put back from the records."""
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agents_runtime.core.checks import decide
 from agents_runtime.core.rate_history import (
@@ -16,7 +20,7 @@ from agents_runtime.core.rate_history import (
     restore_allowed_times,
     trim_allowed_times,
 )
-from agents_runtime.core.state import AgentState, Shadow
+from agents_runtime.core.state import AgentState, Shadow, parse_ts
 from agents_runtime.log.record import timestamp_micros
 from tests.agents_runtime.support import T0, policy
 
@@ -105,3 +109,56 @@ def test_only_the_gap_is_read_back_not_what_memory_holds_nor_what_no_window_reac
     log = [_allowed(1, NOW - 200), _allowed(2, NOW - 100), _allowed(3, NOW - 50)]
     log += [_allowed(4, NOW - 10), _allowed(5, NOW - 5)]
     assert allowed_times_in(log, gap) == [NOW - 50, NOW - 10]
+
+
+# -- any history -------------------------------------------------------------------
+
+WINDOWS = st.sampled_from([None, 1, 10, 60, 600])
+STEPS = st.lists(
+    st.one_of(
+        # Time passes (whole seconds, so that calls fall on window edges too),
+        # then an allowed call.
+        st.tuples(st.just("call"), st.integers(0, 40)),
+        st.tuples(st.just("window"), WINDOWS),  # a new policy (None: no rate window)
+        st.tuples(st.just("trim"), st.none()),  # the fold trims, wherever it may
+    ),
+    max_size=120,
+)
+
+
+def _with_window(window: int | None) -> Any:
+    rate = None if window is None else _rate(1_000, window)
+    return policy(tools={"t": {"cost": 0}}, rate_limit=rate)
+
+
+@given(STEPS)
+def test_trims_and_read_backs_count_what_keeping_every_time_counts(steps: list[Any]) -> None:
+    state = AgentState("a", policy=_with_window(60))
+    log: list[dict[str, Any]] = []  # the agent's action_allowed records
+    every: list[float] = []  # what a state that never trims would hold
+    now = NOW
+    for step, value in steps:
+        if step == "window":
+            state.policy = _with_window(value)
+            continue
+        if step == "trim":
+            trim_allowed_times(state, now, len(log) - 1)
+            assert all(t > now - reach(state) for t in state.allowed_times)
+            continue
+        now += value
+        # What the actor does before each command, then the check's count.
+        gap = rate_gap(state, now)
+        if gap is not None:
+            older = [r for r in log if r["seq"] <= gap.upto_seq]
+            restore_allowed_times(state, gap, allowed_times_in(older, gap))
+            assert rate_gap(state, now) is None
+        limit = state.policy.rate_limit if state.policy is not None else None
+        if limit is not None:
+            since = now - float(limit.window_secs)
+            counted = len(state.allowed_times) - bisect_right(state.allowed_times, since)
+            assert counted == len(every) - bisect_right(every, since)
+        record = _allowed(len(log), now)
+        log.append(record)
+        at = parse_ts(record["ts"])
+        state.allowed_times.append(at)  # as the fold of the record does
+        every.append(at)
