@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from agents_runtime.core.checks import decide
 from agents_runtime.core.rate_history import (
+    TRIM_SHARE,
     RateGap,
     allowed_times_in,
     rate_gap,
@@ -67,6 +68,14 @@ def test_a_shadow_policy_with_a_longer_window_keeps_its_reach() -> None:
     assert reach(state) == 300
     trim_allowed_times(state, NOW, 9)
     assert list(state.allowed_times) == [NOW - 200, NOW - 1]
+
+
+def test_a_few_times_past_reach_wait_for_more_before_the_array_is_cut() -> None:
+    state = _state([NOW - 61] + [NOW - 1] * TRIM_SHARE, rate_limit=_rate(100, 60))
+    trim_allowed_times(state, NOW, 5)  # one of nine past the window: kept for now
+    assert len(state.allowed_times) == TRIM_SHARE + 1
+    assert state.rate_known_since is None
+    assert decide(state, "t", None, NOW).decision == "allowed"
 
 
 def test_nothing_is_trimmed_nothing_is_missing() -> None:
@@ -143,7 +152,8 @@ def test_trims_and_read_backs_count_what_keeping_every_time_counts(steps: list[A
             continue
         if step == "trim":
             trim_allowed_times(state, now, len(log) - 1)
-            assert all(t > now - reach(state) for t in state.allowed_times)
+            past = bisect_right(state.allowed_times, now - reach(state))
+            assert past == 0 or past * TRIM_SHARE < len(state.allowed_times)
             continue
         now += value
         # What the actor does before each command, then the check's count.
