@@ -8,7 +8,8 @@ tasks live from ``Registry.start`` to ``Registry.stop``, two calls (Quart's
 end the others: so the registry owns them through a ``Tasks``, which holds
 every task it started, logs the error of one that fails, and at the stop
 cancels those still running and waits for them a bounded time. A
-``CancelledError`` of the owner itself is never swallowed.
+``CancelledError`` of the owner itself is never swallowed. Each task runs
+in an empty context, whoever started it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ class Tasks:
     ) -> asyncio.Task[T]:
         """Run ``coroutine`` as a task of this owner. An error it ends with
         is logged, unless ``report`` is False (whoever awaits it gets it)."""
-        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        # A context of its own, empty: a task started while a request is
+        # served (an agent created or first used by it) would otherwise run
+        # in a copy of that request's context, and so keep the request (its
+        # headers, its body) for as long as it runs: an actor, for ever.
+        task = asyncio.get_running_loop().create_task(
+            coroutine, name=name, context=contextvars.Context()
+        )
         self._running.add(task)
         task.add_done_callback(self._ended if report else self._ended_quietly, context=_CALLBACKS)
         return task

@@ -6,6 +6,9 @@ stops, on either store."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
+from contextvars import ContextVar
 from pathlib import Path
 
 import pytest
@@ -115,6 +118,50 @@ async def test_the_owner_cancelled_while_it_waits_is_cancelled_itself() -> None:
         await stopping
     release.set()
     await asyncio.sleep(0)
+
+
+class _Request:
+    """Stands in for what a request handler holds in its context."""
+
+
+_SERVING: ContextVar[_Request | None] = ContextVar("serving", default=None)
+
+
+async def test_a_task_keeps_nothing_of_the_context_it_was_started_in() -> None:
+    tasks = Tasks()
+    request = _Request()
+    gone = weakref.ref(request)
+    token = _SERVING.set(request)
+    seen: list[_Request | None] = []
+
+    async def long_lived() -> None:
+        seen.append(_SERVING.get())
+        await asyncio.Event().wait()
+
+    tasks.start(long_lived(), name="long-lived")
+    _SERVING.reset(token)
+    del request
+    await asyncio.sleep(0)
+    gc.collect()
+    try:
+        assert seen == [None]
+        assert gone() is None  # the request is not kept alive by the task
+    finally:
+        await tasks.cancel(within=1)
+
+
+async def test_an_agent_created_while_serving_a_request_keeps_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    async with running_registry(tmp_path / "data") as registry:
+        request = _Request()
+        gone = weakref.ref(request)
+        token = _SERVING.set(request)
+        await registry.create("a", policy())  # its actor starts here
+        _SERVING.reset(token)
+        del request
+        gc.collect()
+        assert gone() is None
 
 
 def _others() -> set[asyncio.Task[object]]:
