@@ -10,6 +10,11 @@ answers and has been idle for a moment:
   empty   guardd on a fresh data directory (keys only)
   loaded  guardd on the 10,000-agent data directory
 
+With ``--served N``, agents as an API serves them instead: one guardd on a
+fresh data directory, its RSS once idle (the floor, in the same run), then
+N agents created over HTTP and each asked for one action, and its RSS once
+idle again (past the keep-alive and a full collection): KiB per agent.
+
 With ``--actions N``, one agent instead: one process (the real registry,
 actor and file store, fsync on) asks for N allowed actions on one agent,
 each with an Idempotency-Key of its own (all inside the default one-day
@@ -20,6 +25,7 @@ figure: target <= 2x at N = 1,000,000.
     python -m bench.memory_bench
     python -m bench.memory_bench --agents 1000 --records 8
     python -m bench.memory_bench --actions 100000
+    python -m bench.memory_bench --served 1000
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.http_bench import Server, guardd_server
+import httpx
+
+from bench.http_bench import DECIDE_BODY, Server, admin_token, create_agents, guardd_server
 from bench.startup_bench import cached_data_dir, fingerprint, unchanged
 
 TARGET_KIB_PER_AGENT = 32
@@ -56,6 +64,51 @@ def idle_rss(data_dir: Path, log_dir: Path) -> tuple[int, float]:
         return server.rss_kib(), server.ready_after
     finally:
         server.stop()
+
+
+# Idle after the requests: past guardd's 15 s keep-alive and its full
+# collection every 10 s, so what is left is what the agents keep.
+SERVED_IDLE_SECONDS = 25.0
+
+
+def served_agents(count: int) -> dict[str, Any]:
+    """RSS of one guardd empty, then with ``count`` agents created over HTTP
+    and each asked for one action."""
+    with tempfile.TemporaryDirectory(prefix="guard-memory-bench-") as tmp:
+        data_dir = Path(tmp) / "guard-data"
+        server = guardd_server(data_dir)
+        try:
+            server.start()
+            time.sleep(SETTLE_SECONDS)
+            empty = server.rss_kib()
+            ids = [f"served-{n:05d}" for n in range(count)]
+            tokens = asyncio.run(create_agents(server.url, admin_token(data_dir), ids))
+
+            async def ask_each() -> None:
+                async with httpx.AsyncClient(base_url=server.url, timeout=60.0) as client:
+                    for agent_id in ids:
+                        headers = {"Authorization": f"Bearer {tokens[agent_id]}"}
+                        url = f"/v1/agents/{agent_id}/actions"
+                        response = await client.post(url, json=DECIDE_BODY, headers=headers)
+                        response.raise_for_status()
+
+            asyncio.run(ask_each())
+            time.sleep(SERVED_IDLE_SECONDS)
+            served = server.rss_kib()
+        finally:
+            server.stop()
+    per_agent = (served - empty) / count
+    print(
+        f"\n| agents | empty RSS MiB | created and asked once, idle, MiB | KiB per agent |\n"
+        f"|---|---|---|---|\n"
+        f"| {count} | {empty / 1024:.1f} | {served / 1024:.1f} | {per_agent:.1f} |"
+    )
+    return {
+        "agents": count,
+        "empty_rss_mib": round(empty / 1024, 1),
+        "served_rss_mib": round(served / 1024, 1),
+        "kib_per_served_agent": round(per_agent, 2),
+    }
 
 
 def _rss_kib() -> int:
@@ -173,8 +226,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=int,
         help=f"measure one agent instead: RSS after {FLOOR_ACTIONS:,} and after this many actions",
     )
+    parser.add_argument(
+        "--served",
+        type=int,
+        help="measure agents created over HTTP and asked once instead: KiB per agent",
+    )
     parser.add_argument("--child-actions", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args([] if argv is None else argv)
+    if args.served is not None:
+        result = served_agents(args.served)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1))
+        return result
     if args.child_actions is not None:
         with tempfile.TemporaryDirectory(prefix="guard-memory-bench-") as tmp:
             facts = asyncio.run(_one_agent(Path(tmp), args.child_actions))
