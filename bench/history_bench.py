@@ -104,12 +104,17 @@ def _prepared(agents: int, records: int, *, sealed: bool) -> Path:
     """The cached data dir of this size for a start: bare (logs and keys), or
     with every agent's snapshot and signed checkpoint at its head."""
     logs = cached_data_dir(agents, records)
-    kind = "sealed" if sealed else "bare"
+    # Snapshots of another state layout would be ignored by the start, which
+    # would then fold from genesis: the sealed dir is named for the layout.
+    kind = f"sealed-{SCHEMA[:12]}" if sealed else "bare"
     root = CACHE_DIR / f"history-v{HISTORY_VERSION}-{kind}-{agents}x{records}"
     marker = root / "complete.json"
     if marker.exists():
         return root
     shutil.rmtree(root, ignore_errors=True)
+    if sealed:  # those of earlier layouts, at this size
+        for stale in CACHE_DIR.glob(f"history-v*-sealed*-{agents}x{records}"):
+            shutil.rmtree(stale, ignore_errors=True)
     _linked(logs, root)
     if sealed:
         print(f"writing snapshots and checkpoints in {root} (once) ...", flush=True)
@@ -172,8 +177,11 @@ def _first_use_start(root: Path) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"load failed:\n{done.stdout}\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    result["snapshots_ignored"] = done.stderr.count("ignoring its state snapshot")
     if result["quarantined"]:
         raise RuntimeError(f"a start of {root} quarantined {result['quarantined']} agents")
+    if result["snapshots_ignored"]:
+        raise RuntimeError(f"a start of {root} ignored {result['snapshots_ignored']} snapshots")
     return result
 
 
@@ -181,6 +189,8 @@ def _start(root: Path) -> dict[str, Any]:
     result = measure_load(root)
     if result["quarantined"]:
         raise RuntimeError(f"a start of {root} quarantined {result['quarantined']} agents")
+    if result["snapshots_ignored"]:
+        raise RuntimeError(f"a start of {root} ignored {result['snapshots_ignored']} snapshots")
     return result
 
 

@@ -294,6 +294,9 @@ def measure_load(
         raise RuntimeError(f"load failed:\n{done.stdout}\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     result["process_wall"] = wall
+    # A snapshot the start could not use (another state layout, ...): the
+    # agent was folded from genesis, which a benchmark of snapshots must know.
+    result["snapshots_ignored"] = done.stderr.count("ignoring its state snapshot")
     result["process_cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return result
 
