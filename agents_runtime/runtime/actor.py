@@ -87,6 +87,7 @@ from agents_runtime.errors import (
 )
 from agents_runtime.log.canonical import loads_trusted
 from agents_runtime.log.keys import Signer
+from agents_runtime.log.kinds import Kind
 from agents_runtime.log.record import Head, Sealed, seal, timestamp_micros
 from agents_runtime.log.snapshot import SnapshotError, open_snapshot
 from agents_runtime.log.store import AgentLog, Answers, Batch, Committed, Errors
@@ -519,10 +520,15 @@ class AgentActor:
         if self.signer is None or self.fenced is not None or not self.state.last_ts:
             return
         self._ts = self.state.last_ts
+        last = self.state.last_record
         try:
-            gap = rate_gap(self.state, parse_ts(self._ts))
-            if gap is not None:
-                await self._restore_rate_history(gap)
+            # Only a request left undecided is decided here, and its rate check
+            # counts the calls before it; otherwise a gap waits for the first
+            # command, where a read that fails fails that command alone.
+            if last is not None and last["kind"] == Kind.ACTION_REQUESTED:
+                gap = rate_gap(self.state, parse_ts(self._ts))
+                if gap is not None:
+                    await self._restore_rate_history(gap)
             run_steps(finish_interrupted(self.state), self._write)
         except Exception as exc:  # a signed last record no command of ours writes
             self._buffer.clear()

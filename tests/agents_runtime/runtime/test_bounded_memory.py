@@ -19,6 +19,7 @@ from agents_runtime.core import commands as c
 from agents_runtime.core.rate_history import TRIM_EVERY
 from agents_runtime.core.state import recall
 from agents_runtime.errors import InvalidState
+from agents_runtime.log import canonical
 from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import STRIDE
 from agents_runtime.log.files.store import FileStore
@@ -26,6 +27,7 @@ from agents_runtime.log.keys import load_keys
 from agents_runtime.runtime.registry import Registry
 from guardd.app import BY_COMMAND
 from tests.agents_runtime.runtime.conftest import OPEN
+from tests.agents_runtime.runtime.test_crash import crash_cut
 from tests.agents_runtime.support import AGENT, FakeClock, policy, write_test_keys
 
 WINDOW = 60  # the rate window in force: only its allowed times stay in memory
@@ -348,3 +350,56 @@ async def test_a_policy_that_counts_further_back_counts_the_calls_read_back_from
     async with _running(make_store, tmp_path, 10_000, clock) as registry:
         later = await registry.ref(AGENT).ask(c.RequestAction(tool="read"))
         assert later["decision"] == "allowed"
+
+
+async def test_a_restart_with_no_command_to_finish_leaves_the_read_back_to_the_first_command(
+    make_store: OPEN, tmp_path: Path
+) -> None:
+    # Read back at the start, a read that fails would fence the agent until
+    # the next restart; at a command it fails that command alone.
+    clock = FakeClock()
+    calls = 3 * TRIM_EVERY
+    async with _running(make_store, tmp_path, 10_000, clock) as registry:
+        await registry.create(AGENT, _rated(1000, WINDOW))
+        ref = registry.ref(AGENT)
+        for n in range(calls):
+            await ref.ask(c.RequestAction(tool="read", input={"n": n}))
+            clock.advance(STEP)
+        await ref.ask(c.SetPolicy(_rated(calls + 1, 3600)))  # the last record: nothing to finish
+    async with _running(make_store, tmp_path, 10_000, clock) as registry:
+        pass  # stopped once the start's steps are done, before any command
+    actor = registry.actors.get(AGENT)  # none on PostgreSQL: loaded on first use
+    if actor is not None:
+        assert actor.fenced is None
+        assert len(actor.state.allowed_times) < calls  # nothing read back yet
+    async with _running(make_store, tmp_path, 10_000, clock) as registry:
+        ref = registry.ref(AGENT)
+        assert (await ref.ask(c.RequestAction(tool="read")))["decision"] == "allowed"
+        assert len(registry.actors[AGENT].state.allowed_times) == calls + 1
+        denied = await ref.ask(c.RequestAction(tool="read"))
+        assert denied["reason"]["code"] == "rate_limited"
+
+
+async def test_a_request_a_crash_left_undecided_counts_the_calls_read_back_from_the_log(
+    file_store: OPEN, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    calls = 3 * TRIM_EVERY
+    async with _running(file_store, tmp_path, 10_000, clock) as registry:
+        await registry.create(AGENT, _rated(1000, WINDOW))
+        ref = registry.ref(AGENT)
+        for n in range(calls):
+            await ref.ask(c.RequestAction(tool="read", input={"n": n}))
+            clock.advance(STEP)
+        await ref.ask(c.SetPolicy(_rated(calls, 3600)))  # the hour already holds them all
+        denied = await ref.ask(c.RequestAction(tool="read"))
+        assert denied["reason"]["code"] == "rate_limited"
+    path = DataDir(tmp_path).agents_dir / f"{AGENT}.jsonl"
+    whole = path.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    kinds = [canonical.loads(line)["kind"] for line in lines]
+    request = len(kinds) - 1 - kinds[::-1].index("action_requested")
+    crash_cut(path, b"".join(lines[: request + 1]))  # its decision never written
+    async with _running(file_store, tmp_path, 10_000, clock):
+        pass
+    assert path.read_bytes() == whole  # decided again as it was: rate_limited
