@@ -24,6 +24,7 @@ from agents_runtime.log.files.datadir import DataDir
 from agents_runtime.log.files.lineindex import STRIDE
 from agents_runtime.log.files.store import FileStore
 from agents_runtime.log.keys import load_keys
+from agents_runtime.runtime.actor import AgentRef
 from agents_runtime.runtime.registry import Registry
 from guardd.app import BY_COMMAND
 from tests.agents_runtime.runtime.conftest import OPEN
@@ -319,20 +320,30 @@ async def test_scars_that_left_memory_are_listed_in_every_status_on_both_stores(
             await registry.save_snapshots()
 
 
+async def _calls_then_widened(
+    registry: Registry, clock: FakeClock, calls: int, max_actions: int
+) -> AgentRef:
+    """``calls`` allowed calls, one a second, under the minute's window (so the
+    trims let most of their times go), then an hour's window of
+    ``max_actions``; the agent's reference."""
+    await registry.create(AGENT, _rated(1000, WINDOW))
+    ref = registry.ref(AGENT)
+    for n in range(calls):
+        await ref.ask(c.RequestAction(tool="read", input={"n": n}))
+        clock.advance(STEP)
+    await ref.ask(c.SetPolicy(_rated(max_actions, 3600)))
+    return ref
+
+
 async def test_a_policy_that_counts_further_back_counts_the_calls_read_back_from_the_log(
     make_store: OPEN, tmp_path: Path
 ) -> None:
     clock = FakeClock()
     calls = 3 * TRIM_EVERY  # one a second: all within the hour, most past the minute
     async with _running(make_store, tmp_path, 10_000, clock) as registry:
-        await registry.create(AGENT, _rated(1000, WINDOW))
-        ref = registry.ref(AGENT)
-        for n in range(calls):
-            await ref.ask(c.RequestAction(tool="read", input={"n": n}))
-            clock.advance(STEP)
+        ref = await _calls_then_widened(registry, clock, calls, calls + 1)
         state = registry.actors[AGENT].state
         assert len(state.allowed_times) < calls  # the trim let most go
-        await ref.ask(c.SetPolicy(_rated(calls + 1, 3600)))
         assert (await ref.ask(c.RequestAction(tool="read")))["decision"] == "allowed"
         assert len(state.allowed_times) == calls + 1  # put back from the log
         denied = await ref.ask(c.RequestAction(tool="read"))
@@ -360,12 +371,8 @@ async def test_a_restart_with_no_command_to_finish_leaves_the_read_back_to_the_f
     clock = FakeClock()
     calls = 3 * TRIM_EVERY
     async with _running(make_store, tmp_path, 10_000, clock) as registry:
-        await registry.create(AGENT, _rated(1000, WINDOW))
-        ref = registry.ref(AGENT)
-        for n in range(calls):
-            await ref.ask(c.RequestAction(tool="read", input={"n": n}))
-            clock.advance(STEP)
-        await ref.ask(c.SetPolicy(_rated(calls + 1, 3600)))  # the last record: nothing to finish
+        # The policy is the last record: nothing to finish.
+        await _calls_then_widened(registry, clock, calls, calls + 1)
     async with _running(make_store, tmp_path, 10_000, clock) as registry:
         pass  # stopped once the start's steps are done, before any command
     actor = registry.actors.get(AGENT)  # none on PostgreSQL: loaded on first use
@@ -386,12 +393,7 @@ async def test_a_request_a_crash_left_undecided_counts_the_calls_read_back_from_
     clock = FakeClock()
     calls = 3 * TRIM_EVERY
     async with _running(file_store, tmp_path, 10_000, clock) as registry:
-        await registry.create(AGENT, _rated(1000, WINDOW))
-        ref = registry.ref(AGENT)
-        for n in range(calls):
-            await ref.ask(c.RequestAction(tool="read", input={"n": n}))
-            clock.advance(STEP)
-        await ref.ask(c.SetPolicy(_rated(calls, 3600)))  # the hour already holds them all
+        ref = await _calls_then_widened(registry, clock, calls, calls)  # the hour holds them all
         denied = await ref.ask(c.RequestAction(tool="read"))
         assert denied["reason"]["code"] == "rate_limited"
     path = DataDir(tmp_path).agents_dir / f"{AGENT}.jsonl"
